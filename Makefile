@@ -1,0 +1,29 @@
+# Thin driver over CMake. `make test` builds the released (standard) library
+# and runs every test; `make bench` builds the fast variant and compares it
+# with the allocators installed here. Pass runner flags with ARGS="--full".
+BUILD_DIR ?= build
+BENCH_DIR ?= build-fast
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+ARGS ?=
+
+.PHONY: all build test bench install clean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=standard
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+bench:
+	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=fast -DHAKMEM_BUILD_TESTS=OFF
+	cmake --build $(BENCH_DIR) -j $(JOBS)
+	python3 scripts/bench.py --build-dir $(BENCH_DIR) $(ARGS)
+
+install: build
+	cmake --install $(BUILD_DIR)
+
+clean:
+	rm -rf $(BUILD_DIR) $(BENCH_DIR)
