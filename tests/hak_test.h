@@ -1,0 +1,221 @@
+/* hak_test.h - small helpers shared by the HAKMEM test programs.
+ *
+ * Every test is a plain program: it checks, stops at the first failure with a
+ * message naming the file, line and what was expected, and ends with a one-line
+ * summary on stdout.  Tests that use only the standard malloc API are NOT
+ * linked against HAKMEM; ctest runs them with LD_PRELOAD=libhakmem.so, and
+ * each one first calls hak_test_require_hakmem() to prove that malloc really
+ * is HAKMEM's.  Set HAKMEM_TEST_PLAIN=1 to run the same binary on glibc.
+ */
+#ifndef HAK_TEST_H
+#define HAK_TEST_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+static const char *hak_test_name = "test";
+
+#define HT_FAIL(...)                                                             \
+    do {                                                                         \
+        fflush(stdout);                                                          \
+        fprintf(stderr, "%s: FAIL at %s:%d: ", hak_test_name, __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__);                                            \
+        fputc('\n', stderr);                                                     \
+        fflush(stderr);                                                          \
+        _exit(1);                                                                \
+    } while (0)
+
+/* CHECK(cond, "what it means %d", x): fail with the condition text and message. */
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (__builtin_expect(!(cond), 0)) {                                      \
+            fflush(stdout);                                                      \
+            fprintf(stderr, "%s: FAIL at %s:%d: `%s` is false: ", hak_test_name, \
+                    __FILE__, __LINE__, #cond);                                  \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+            fflush(stderr);                                                      \
+            _exit(1);                                                            \
+        }                                                                        \
+    } while (0)
+
+/* Hide a value from the optimizer, so that malloc(SIZE_MAX) and friends are
+ * really called and do not trigger -Walloc-size-larger-than. */
+static inline size_t ht_hide(size_t x)
+{
+    __asm__ volatile("" : "+r"(x));
+    return x;
+}
+static inline void *ht_hide_ptr(void *p)
+{
+    __asm__ volatile("" : "+r"(p)::"memory");
+    return p;
+}
+
+static inline int ht_aligned(const void *p, size_t a)
+{
+    return ((uintptr_t)p & (a - 1)) == 0;
+}
+
+static inline int ht_plain_mode(void)
+{
+    const char *s = getenv("HAKMEM_TEST_PLAIN");
+    return s && strcmp(s, "1") == 0;
+}
+
+typedef int (*ht_owns_fn)(const void *);
+
+/* hak_owns from the preloaded library, or NULL when running plain. */
+static ht_owns_fn hak_test_owns = 0;
+
+/* Fail unless malloc in this process is HAKMEM's (unless HAKMEM_TEST_PLAIN=1). */
+static inline void hak_test_require_hakmem(const char *name)
+{
+    hak_test_name = name;
+    union { void *p; ht_owns_fn f; } u;
+    u.p = dlsym(RTLD_DEFAULT, "hak_owns");
+    if (ht_plain_mode()) {
+        hak_test_owns = 0;
+        fprintf(stderr, "%s: note: HAKMEM_TEST_PLAIN=1, running on the system allocator%s\n",
+                name, u.p ? " (hak_owns is present but ignored)" : "");
+        return;
+    }
+    if (!u.p)
+        HT_FAIL("hak_owns not found with dlsym: this process does not run on HAKMEM "
+                "(run it with LD_PRELOAD=libhakmem.so, or set HAKMEM_TEST_PLAIN=1 to test glibc)");
+    hak_test_owns = u.f;
+    void *p = malloc(ht_hide(16));
+    if (!p)
+        HT_FAIL("malloc(16) returned NULL");
+    if (!hak_test_owns(p))
+        HT_FAIL("malloc(16) = %p is not owned by HAKMEM (hak_owns returned 0): "
+                "malloc is not interposed", p);
+    free(p);
+}
+
+/* Resident set size of this process in bytes (from /proc/self/statm). */
+static inline size_t ht_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        HT_FAIL("cannot open /proc/self/statm: %s", strerror(errno));
+    unsigned long size = 0, res = 0;
+    int n = fscanf(f, "%lu %lu", &size, &res);
+    fclose(f);
+    if (n != 2)
+        HT_FAIL("cannot parse /proc/self/statm");
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* splitmix64: small, fast, deterministic. */
+static inline uint64_t ht_mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+typedef struct { uint64_t s; } ht_rng;
+static inline uint64_t ht_next(ht_rng *r)
+{
+    r->s += 0x9E3779B97F4A7C15ull;
+    uint64_t x = r->s;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+/* uniform in [0, n) (n > 0) */
+static inline uint64_t ht_below(ht_rng *r, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)ht_next(r) * n) >> 64);
+}
+
+/* Pattern: the byte at offset i of a block with key k is byte (i % 8) of the
+ * little-endian word  k ^ ((i / 8 + 1) * 0x9E3779B97F4A7C15). */
+static inline uint64_t ht_pat_word(uint64_t key, size_t wi)
+{
+    return key ^ ((uint64_t)(wi + 1) * 0x9E3779B97F4A7C15ull);
+}
+static inline unsigned char ht_pat_byte(uint64_t key, size_t i)
+{
+    return (unsigned char)(ht_pat_word(key, i >> 3) >> ((i & 7) * 8));
+}
+
+/* Write the pattern of key over [from, to) of block p. */
+static inline void ht_fill(void *p, uint64_t key, size_t from, size_t to)
+{
+    unsigned char *b = (unsigned char *)p;
+    size_t i = from;
+    while (i < to && (i & 7))
+        b[i] = ht_pat_byte(key, i), i++;
+    for (; i + 8 <= to; i += 8) {
+        uint64_t w = ht_pat_word(key, i >> 3);
+        memcpy(b + i, &w, 8);
+    }
+    for (; i < to; i++)
+        b[i] = ht_pat_byte(key, i);
+}
+
+/* Return the offset of the first byte in [from, to) that does not hold the
+ * pattern of key, or (size_t)-1 if all do. */
+static inline size_t ht_verify(const void *p, uint64_t key, size_t from, size_t to)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i = from;
+    while (i < to && (i & 7)) {
+        if (b[i] != ht_pat_byte(key, i))
+            return i;
+        i++;
+    }
+    for (; i + 8 <= to; i += 8) {
+        uint64_t w = ht_pat_word(key, i >> 3), v;
+        memcpy(&v, b + i, 8);
+        if (v != w) {
+            for (size_t j = i; j < i + 8; j++)
+                if (b[j] != ht_pat_byte(key, j))
+                    return j;
+        }
+    }
+    for (; i < to; i++)
+        if (b[i] != ht_pat_byte(key, i))
+            return i;
+    return (size_t)-1;
+}
+
+/* Offset of the first non-zero byte in [0, n), or (size_t)-1. */
+static inline size_t ht_first_nonzero(const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, b + i, 8);
+        if (v)
+            break;
+    }
+    for (; i < n; i++)
+        if (b[i])
+            return i;
+    return (size_t)-1;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HAK_TEST_H */
