@@ -1,0 +1,196 @@
+/* api.c — the rest of the malloc family, built on the core in front.h:
+ * calloc, realloc, the aligned allocators, usable size, and glibc's
+ * introspection calls (malloc_trim, malloc_stats, mallinfo2). Semantics follow
+ * glibc 2.36, including its errno values. */
+#include "front/front.h"
+#include "guard/guard.h"
+#include "large/large.h"
+#include "os/os.h"
+#include "segment/segment.h"
+#include "hakmem.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Requests above PTRDIFF_MAX fail at once, as in glibc. */
+#define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
+
+static void *fail_enomem(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
+HAK_EXPORT void *calloc(size_t count, size_t size) {
+  size_t total;
+  if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail_enomem();
+  if (HAK_LIKELY(total <= HAK_MID_MAX)) {
+    void *p = alloc_class(size_class_of(total));
+    if (HAK_LIKELY(p != NULL)) memset(p, 0, total);
+    return p;
+  }
+  if (total > HAK_MAX_REQUEST) return fail_enomem();
+  void *p = large_alloc(total, HAK_MIN_ALIGN, true);
+  return p ? p : fail_enomem();
+}
+
+static void *aligned_core(size_t align, size_t size) {
+  if (align <= HAK_MIN_ALIGN) return alloc_small_or_large(size);
+  if (size > HAK_MAX_REQUEST) return fail_enomem();
+  /* Blocks of a class whose size is a multiple of align are align-aligned:
+   * pages start on 64 KiB (slice 0: 8 KiB) boundaries. */
+  if (size <= HAK_MID_MAX && align <= HAK_SEG_HDR_SIZE) {
+    unsigned cls = size_class_of(size < align ? align : size);
+    while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
+    if (cls < HAK_NCLASSES) return alloc_class(cls);
+  }
+  void *p = large_alloc(size, align, false);
+  return p ? p : fail_enomem();
+}
+
+/* glibc's memalign: alignment rounded up to a power of two. */
+static void *memalign_glibc(size_t align, size_t size) {
+  if (align <= HAK_MIN_ALIGN) return alloc_small_or_large(size);
+  if (align > HAK_MAX_REQUEST / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align & (align - 1)) align = (size_t)1 << (64 - __builtin_clzll((unsigned long long)align));
+  return aligned_core(align, size);
+}
+
+HAK_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+  if (align == 0 || (align % sizeof(void *)) != 0 || (align & (align - 1)) != 0) return EINVAL;
+  int saved = errno;
+  void *p = aligned_core(align, size);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+HAK_EXPORT void *aligned_alloc(size_t align, size_t size) { return memalign_glibc(align, size); }
+HAK_EXPORT void *memalign(size_t align, size_t size) { return memalign_glibc(align, size); }
+HAK_EXPORT void *valloc(size_t size) { return aligned_core(os_page_size(), size); }
+
+HAK_EXPORT void *pvalloc(size_t size) {
+  size_t ps = os_page_size();
+  if (size > HAK_MAX_REQUEST) return fail_enomem();
+  size_t rounded = size ? align_up(size, ps) : ps;
+  return aligned_core(ps, rounded);
+}
+
+HAK_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  if (registry_has(p)) return usable_ours(p);
+  size_t u;
+  if (overaligned_owns(p, &u)) return u;
+  return foreign_usable_size(p);
+}
+
+HAK_EXPORT void *realloc(void *p, size_t n) {
+  if (!p) return alloc_small_or_large(n);
+  if (n == 0) { /* glibc frees and returns NULL */
+    free_block(p);
+    return NULL;
+  }
+  size_t old;
+  if (registry_has(p)) {
+    old = usable_ours(p);
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    if (cls != HAK_CLASS_NONE) {
+      /* Stay in place while the block fits and is not more than twice too big. */
+      if (n <= old && (n > old / 2 || old <= 16)) return p;
+    } else if (large_resize_inplace(p, n)) {
+      if (n > HAK_MID_MAX || n > old / 2) return p;
+    }
+  } else if (!overaligned_owns(p, &old)) {
+    return foreign_realloc(p, n);
+  }
+  if (n > HAK_MAX_REQUEST) return fail_enomem();
+  void *q = alloc_small_or_large(n);
+  if (!q) return NULL; /* the old block is untouched */
+  memcpy(q, p, old < n ? old : n);
+  free_block(p);
+  return q;
+}
+
+HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) return fail_enomem();
+  return realloc(p, total);
+}
+
+HAK_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  heap_flush_all(&hak_tls);
+  bool a = segment_trim();
+  bool b = large_trim();
+  return a || b;
+}
+
+static struct mallinfo2 info_now(void) {
+  struct mallinfo2 mi;
+  memset(&mi, 0, sizeof mi);
+  size_t mapped = atomic_load_explicit(&hak_mapped_bytes, memory_order_relaxed);
+  size_t huge_blocks, huge_bytes;
+  large_counts(&huge_blocks, &huge_bytes);
+  size_t seg_bytes = mapped > huge_bytes ? mapped - huge_bytes : 0;
+  size_t free_bytes = segment_free_bytes();
+  mi.arena = seg_bytes;
+  mi.hblks = huge_blocks;
+  mi.hblkhd = huge_bytes;
+  mi.fordblks = free_bytes < seg_bytes ? free_bytes : seg_bytes;
+  mi.uordblks = seg_bytes - mi.fordblks + huge_bytes;
+  mi.usmblks = atomic_load_explicit(&hak_mapped_peak, memory_order_relaxed);
+  return mi;
+}
+
+HAK_EXPORT struct mallinfo2 mallinfo2(void) { return info_now(); }
+
+HAK_EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 m = info_now();
+  struct mallinfo r;
+  memset(&r, 0, sizeof r);
+#define CLAMP(x) ((int)((x) > (size_t)0x7fffffff ? 0x7fffffff : (x)))
+  r.arena = CLAMP(m.arena);
+  r.hblks = CLAMP(m.hblks);
+  r.hblkhd = CLAMP(m.hblkhd);
+  r.usmblks = CLAMP(m.usmblks);
+  r.fordblks = CLAMP(m.fordblks);
+  r.uordblks = CLAMP(m.uordblks);
+#undef CLAMP
+  return r;
+}
+
+HAK_EXPORT void malloc_stats(void) {
+  struct mallinfo2 m = info_now();
+  char line[256];
+  int n = snprintf(line, sizeof line,
+                   "Arena 0:\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+                   "Total (incl. mmap):\nsystem bytes     = %10zu\nin use bytes     = %10zu\n"
+                   "max mmap regions = %10zu\nmax mmap bytes   = %10zu\n",
+                   m.arena, m.uordblks - m.hblkhd, m.arena + m.hblkhd, m.uordblks, m.hblks, m.hblkhd);
+  if (n > 0) {
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    (void)w;
+  }
+}
+
+/* ---- the hak_ names ------------------------------------------------------ */
+
+HAK_EXPORT void *hak_calloc(size_t c, size_t s) __attribute__((alias("calloc"), copy(calloc)));
+HAK_EXPORT void *hak_realloc(void *p, size_t n) __attribute__((alias("realloc"), copy(realloc)));
+HAK_EXPORT void *hak_reallocarray(void *p, size_t c, size_t s) __attribute__((alias("reallocarray"), copy(reallocarray)));
+HAK_EXPORT void *hak_aligned_alloc(size_t a, size_t s) __attribute__((alias("aligned_alloc"), copy(aligned_alloc)));
+HAK_EXPORT int hak_posix_memalign(void **o, size_t a, size_t s) __attribute__((alias("posix_memalign"), copy(posix_memalign)));
+HAK_EXPORT size_t hak_usable_size(const void *p) __attribute__((alias("malloc_usable_size"), copy(malloc_usable_size)));
+
+HAK_EXPORT void hak_stats_print(void) { stats_print(STDERR_FILENO); }
+HAK_EXPORT int hak_trim(void) { return malloc_trim(0); }
+
+HAK_EXPORT int hak_owns(const void *p) {
+  if (!p) return 0;
+  return registry_has(p) || overaligned_owns(p, NULL);
+}

@@ -1,0 +1,52 @@
+/* front.h — the shared inline core of the entry points: one decision per call
+ * (size -> class -> pop/push on the thread's cache), everything else behind a
+ * call to the cold side. */
+#ifndef HAK_FRONT_H
+#define HAK_FRONT_H
+
+#include "hak_internal.h"
+#include "guard/registry.h"
+#include "heap/heap.h"
+#include "heap/size_class.h"
+#include "stats/stats.h"
+
+#include <errno.h>
+
+void *alloc_class_slow(unsigned cls) HAK_HIDDEN;
+void  free_slow(void *p, unsigned cls) HAK_HIDDEN;
+void  free_not_registered(void *p) HAK_HIDDEN;
+void *alloc_large_slow(size_t n) HAK_HIDDEN;
+
+HAK_INLINE void *alloc_class(unsigned cls) {
+  hak_bin_t *b = &hak_tls.bins[cls];
+  if (HAK_LIKELY(b->count != 0)) {
+    HAK_OBSERVE_INC(cls, HAK_CS_ALLOC_FAST);
+    return b->slots[--b->count];
+  }
+  return alloc_class_slow(cls);
+}
+
+HAK_INLINE void *alloc_small_or_large(size_t n) {
+  if (HAK_LIKELY(n <= HAK_MID_MAX)) return alloc_class(size_class_of(n));
+  return alloc_large_slow(n);
+}
+
+HAK_INLINE void free_block(void *p) {
+  if (HAK_LIKELY(registry_has(p))) {
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    hak_bin_t *b = &hak_tls.bins[cls];
+    if (HAK_LIKELY(b->count < b->cap)) {
+      HAK_OBSERVE_INC(cls, HAK_CS_FREE_FAST);
+      b->slots[b->count++] = p;
+      return;
+    }
+    free_slow(p, cls);
+    return;
+  }
+  free_not_registered(p);
+}
+
+/* Usable bytes of a block HAKMEM owns (registry already checked). */
+size_t usable_ours(const void *p) HAK_HIDDEN;
+
+#endif

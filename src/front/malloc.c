@@ -1,0 +1,45 @@
+/* malloc.c — malloc and free: the two fast paths, and the doors to the cold
+ * side they share (refill, flush, large blocks, foreign pointers). */
+#include "front/front.h"
+#include "guard/guard.h"
+#include "large/large.h"
+
+HAK_EXPORT void *malloc(size_t n) {
+  return alloc_small_or_large(n);
+}
+
+HAK_EXPORT void free(void *p) {
+  free_block(p);
+}
+
+HAK_EXPORT void *hak_malloc(size_t n) __attribute__((alias("malloc"), copy(malloc)));
+HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
+
+HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
+  void *p = heap_refill_alloc(&hak_tls, cls);
+  if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+  return p;
+}
+
+HAK_NOINLINE void *alloc_large_slow(size_t n) {
+  void *p = large_alloc(n, HAK_MIN_ALIGN, false);
+  if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+  return p;
+}
+
+HAK_NOINLINE void free_slow(void *p, unsigned cls) {
+  if (cls == HAK_CLASS_NONE) large_free(p);
+  else heap_flush_free(&hak_tls, cls, p);
+}
+
+HAK_NOINLINE void free_not_registered(void *p) {
+  if (!p) return;
+  if (overaligned_free(p)) return;
+  foreign_free(p);
+}
+
+size_t usable_ours(const void *p) {
+  unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+  if (cls != HAK_CLASS_NONE) return hak_class_size[cls];
+  return large_usable(p);
+}

@@ -1,0 +1,120 @@
+/* hak_internal.h — constants, types and helpers shared by every part of HAKMEM.
+ *
+ * Geometry: memory comes from the OS in 2 MiB segments aligned to 2 MiB, each
+ * cut into 32 slices of 64 KiB. A page is a run of slices holding blocks of one
+ * size class (or one large block). The segment header (first 8 KiB of slice 0)
+ * holds the per-slice class byte map that free() reads, and the page records.
+ */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifndef HAK_STATS
+#define HAK_STATS 1
+#endif
+#ifndef HAK_OBSERVE
+#define HAK_OBSERVE 0
+#endif
+#ifndef HAK_CHECKS
+#define HAK_CHECKS 1
+#endif
+
+#define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HAK_INLINE      static inline __attribute__((always_inline))
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_COLD        __attribute__((cold, noinline))
+#define HAK_HIDDEN      __attribute__((visibility("hidden")))
+#define HAK_EXPORT      __attribute__((visibility("default")))
+
+#define HAK_SEG_SHIFT    21
+#define HAK_SEG_SIZE     ((size_t)1 << HAK_SEG_SHIFT)
+#define HAK_SEG_MASK     (HAK_SEG_SIZE - 1)
+#define HAK_SLICE_SHIFT  16
+#define HAK_SLICE_SIZE   ((size_t)1 << HAK_SLICE_SHIFT)
+#define HAK_SLICES       32               /* slices per segment */
+#define HAK_SEG_HDR_SIZE ((size_t)8192)   /* slice 0 loses this much to the header */
+
+#define HAK_NCLASSES     72               /* 16 B .. 32 KiB */
+#define HAK_CLASS_NONE   HAK_NCLASSES     /* large/huge/free slices: bin with cap 0 */
+#define HAK_SMALL_TAB_MAX 1024            /* sizes served by the lookup table */
+#define HAK_MID_MAX      ((size_t)32768)  /* largest size served by a size class */
+#define HAK_MIN_ALIGN    16               /* alignof(max_align_t) */
+#define HAK_LARGE_MAX_SLICES (HAK_SLICES - 1) /* a large block lives in slices 1..31 */
+
+typedef struct hak_heap hak_heap_t;
+typedef struct hak_segment hak_segment_t;
+
+/* Remote-queue states of a page (see remote/remote.c for the handshake). */
+enum { HAK_Q_IDLE = 0, HAK_Q_NOTIFYING = 1, HAK_Q_QUEUED = 2 };
+
+/* Which list of its heap a page sits on. */
+enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK_PAGE_LARGE, HAK_PAGE_TAIL };
+
+/* One page record: 128 bytes, indexed by first slice in the segment header.
+ * Fields above `owner` are touched only by the owning heap (or under the
+ * segment lock for large pages); the atomics are shared with other threads. */
+typedef struct hak_page {
+  void     *free;          /* local free list of blocks (owner only) */
+  uint8_t  *bump;          /* next never-used block: pages are carved lazily */
+  uint8_t  *end;           /* end of the block area */
+  uint8_t  *start;         /* first block; for a large page, the block itself */
+  uint32_t  used;          /* blocks handed out: in user hands or in any cache */
+  uint32_t  capacity;      /* blocks the page can hold */
+  uint32_t  bsize;         /* block size (class size; large: usable bytes) */
+  uint16_t  cls;           /* size class, HAK_CLASS_NONE for large */
+  uint8_t   slice_count;   /* slices this page spans */
+  uint8_t   state;         /* HAK_PAGE_* */
+  struct hak_page *next;   /* heap list / abandoned list */
+  struct hak_page *prev;
+  _Atomic(hak_heap_t *) owner;    /* NULL when abandoned */
+  _Atomic(void *)       remote;   /* blocks freed by other threads (MPSC stack) */
+  _Atomic(uint32_t)     qstate;   /* HAK_Q_*: queued on the owner's remote stack? */
+  uint32_t  first_slice;
+  struct hak_page *qnext;  /* link in the owner's remote-page stack */
+  size_t    large_size;    /* large page: bytes requested (for stats) */
+} hak_page_t;
+
+_Static_assert(sizeof(hak_page_t) <= 128, "page records stay small");
+
+enum { HAK_SEG_SMALL = 1, HAK_SEG_HUGE = 2 };
+#define HAK_SEG_MAGIC 0x48414b4du /* "HAKM" */
+
+/* The first 64 bytes are common to small segments and huge mappings: free()
+ * reads slice_cls[] without knowing which kind it has. */
+struct hak_segment {
+  uint32_t  magic;
+  uint8_t   kind;
+  uint8_t   _r[3];
+  uint8_t   slice_cls[HAK_SLICES];   /* class of the page owning each slice */
+  size_t    map_size;                /* bytes mapped for this segment/huge block */
+  size_t    huge_size;               /* huge: usable bytes after the user pointer */
+  /* ---- small segments only below this line ---- */
+  uint32_t  free_mask;               /* bit i: slice i belongs to no page */
+  uint32_t  dirty_mask;              /* bit i: free slice i holds touched memory */
+  hak_segment_t *next, *prev;        /* segment list (with free slices / cached) */
+  uint32_t  in_list;
+  uint32_t  _r2;
+  hak_page_t *slice_page[HAK_SLICES]; /* page record owning each slice */
+  hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
+};
+
+_Static_assert(offsetof(struct hak_segment, free_mask) == 56, "huge header fits in 64 bytes");
+_Static_assert(sizeof(struct hak_segment) <= HAK_SEG_HDR_SIZE, "segment header fits its reserve");
+
+HAK_INLINE hak_segment_t *segment_of(const void *p) {
+  return (hak_segment_t *)((uintptr_t)p & ~(uintptr_t)HAK_SEG_MASK);
+}
+HAK_INLINE unsigned slice_index(const void *p) {
+  return (unsigned)(((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1));
+}
+HAK_INLINE hak_page_t *page_of(const void *p) {
+  return segment_of(p)->slice_page[slice_index(p)];
+}
+HAK_INLINE size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
+
+#endif /* HAK_INTERNAL_H */

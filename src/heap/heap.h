@@ -1,0 +1,64 @@
+/* heap.h — the per-thread heap.
+ *
+ * The part the fast paths touch lives in TLS (hak_tls): per size class an
+ * array cache of free blocks, popped by malloc and pushed by free. Everything
+ * else (page lists, the remote-page stack) is in a hak_heap_t drawn from a
+ * pool and recycled, never unmapped, because other threads may still signal
+ * a heap shortly after its thread has exited. */
+#ifndef HAK_HEAP_H
+#define HAK_HEAP_H
+
+#include "hak_internal.h"
+
+typedef struct hak_bin {
+  void   **slots;    /* LIFO stack of free blocks */
+  uint32_t count;
+  uint32_t cap;      /* 0 until the thread's heap exists, and after it is gone */
+} hak_bin_t;
+
+enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
+
+typedef struct hak_tls {
+  hak_bin_t   bins[HAK_NCLASSES + 1];   /* +1: HAK_CLASS_NONE, always cap 0 */
+  hak_heap_t *heap;
+  uint32_t    state;
+} hak_tls_t;
+
+extern __thread hak_tls_t hak_tls HAK_HIDDEN __attribute__((tls_model("initial-exec")));
+
+typedef struct hak_page_list { hak_page_t *head, *tail; } hak_page_list_t;
+
+struct hak_heap {
+  hak_page_list_t avail[HAK_NCLASSES];  /* pages with blocks to hand out; head is current */
+  hak_page_list_t full[HAK_NCLASSES];   /* pages with none; remote frees bring them back */
+  _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
+  hak_bin_t  *bins;                     /* owner thread's TLS bins; NULL for the shared heap */
+  hak_heap_t *pool_next;                /* free-heap pool link */
+  void      **slot_store;               /* backing store of the bins' slots */
+};
+
+/* Blocks taken from pages of heap h, up to max, into out[]; returns how many
+ * (0 only when the OS refuses memory). */
+unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) HAK_HIDDEN;
+/* Give blocks back to their pages: local pages directly, others remotely. */
+void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
+/* Gather blocks other threads freed into pages of h. */
+void heap_collect_remote(hak_heap_t *h) HAK_HIDDEN;
+/* The owner-side half of a page receiving its remote frees. */
+void heap_page_collect(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
+/* Adopt a page into h (from the abandoned list). */
+void heap_page_adopted(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
+/* Tear down at thread exit: flush caches, retire empty pages, abandon the rest. */
+void heap_destroy(hak_heap_t *h) HAK_HIDDEN;
+
+/* Thread side (heap/thread.c). */
+bool  thread_heap_init(hak_tls_t *t) HAK_HIDDEN;      /* false: use the shared heap */
+void *heap_refill_alloc(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
+void  heap_flush_free(hak_tls_t *t, unsigned cls, void *p) HAK_HIDDEN;
+void  heap_flush_all(hak_tls_t *t) HAK_HIDDEN;
+void *shared_alloc(unsigned cls) HAK_HIDDEN;          /* locked heap for dead/early threads */
+void  heap_atfork_prepare(void) HAK_HIDDEN;
+void  heap_atfork_parent(void) HAK_HIDDEN;
+void  heap_atfork_child(void) HAK_HIDDEN;
+
+#endif

@@ -1,0 +1,33 @@
+/* size_class.h — request size to size class, by table up to 1 KiB and by one
+ * bit scan above. Classes: 16-byte steps to 128 B, then eight per doubling, so
+ * above 128 B no class wastes more than 12.5% of the request; below that the
+ * 16-byte alignment floor bounds the waste at 15 bytes. */
+#ifndef HAK_SIZE_CLASS_H
+#define HAK_SIZE_CLASS_H
+
+#include "hak_internal.h"
+
+extern const uint8_t  hak_small_class_tab[HAK_SMALL_TAB_MAX / 16 + 1] HAK_HIDDEN;
+extern const uint32_t hak_class_size[HAK_NCLASSES + 1] HAK_HIDDEN;
+
+/* Valid for 1024 < n <= HAK_MID_MAX. */
+HAK_INLINE unsigned size_class_mid(size_t n) {
+  unsigned b = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));
+  return (b - 7u) * 8u + (unsigned)((n - 1) >> (b - 3u));
+}
+
+/* Valid for n <= HAK_MID_MAX (n == 0 maps to the smallest class). */
+HAK_INLINE unsigned size_class_of(size_t n) {
+  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX)) return hak_small_class_tab[(n + 15) >> 4];
+  return size_class_mid(n);
+}
+
+/* Slices a page of this class spans: one for blocks up to 8 KiB, otherwise
+ * enough for eight blocks so the tail waste stays small. */
+HAK_INLINE unsigned class_slices(unsigned cls) {
+  size_t b = hak_class_size[cls];
+  if (b <= 8192) return 1;
+  return (unsigned)((8 * b + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+}
+
+#endif

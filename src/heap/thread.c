@@ -1,0 +1,167 @@
+/* thread.c — a thread's heap over its life: created on the thread's first
+ * allocation, its caches refilled and flushed, torn down at thread exit. Also
+ * the shared heap, which serves allocations no thread heap can (during
+ * start-up recursion, and from TLS destructors that run after ours). */
+#include "heap/heap.h"
+#include "heap/size_class.h"
+#include "front/init.h"
+#include "remote/remote.h"
+#include "os/lock.h"
+#include "os/os.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#include <pthread.h>
+#include <string.h>
+
+__thread hak_tls_t hak_tls;
+
+static hak_lock_t pool_lock = HAK_LOCK_INIT;
+static hak_heap_t *pool_free;
+
+static hak_lock_t shared_lock = HAK_LOCK_INIT;
+static hak_heap_t shared_heap;
+
+static pthread_key_t exit_key;
+
+static size_t heap_bytes(void) {
+  size_t slots = 0;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) slots += hak_config.tcache_cap[c];
+  return align_up(sizeof(hak_heap_t) + slots * sizeof(void *), os_page_size());
+}
+
+static hak_heap_t *heap_new(void) {
+  hak_lock(&pool_lock);
+  hak_heap_t *h = pool_free;
+  if (h) pool_free = h->pool_next;
+  hak_unlock(&pool_lock);
+  if (!h) {
+    h = os_map(heap_bytes());
+    if (!h) return NULL;
+    h->slot_store = (void **)(h + 1);
+  }
+  h->pool_next = NULL;
+  return h;
+}
+
+static void heap_recycle(hak_heap_t *h) {
+  h->bins = NULL;
+  hak_lock(&pool_lock);
+  h->pool_next = pool_free;
+  pool_free = h;
+  hak_unlock(&pool_lock);
+}
+
+static void thread_exit(void *arg) {
+  (void)arg;
+  hak_tls_t *t = &hak_tls;
+  if (t->state != HAK_THREAD_LIVE) return;
+  hak_heap_t *h = t->heap;
+  heap_flush_all(t);
+  /* From here on this thread allocates from the shared heap and frees
+   * remotely: other TLS destructors may still run after this one. */
+  for (unsigned c = 0; c <= HAK_NCLASSES; c++) t->bins[c] = (hak_bin_t){0};
+  t->state = HAK_THREAD_DEAD;
+  t->heap = NULL;
+  heap_destroy(h);
+  heap_recycle(h);
+  HAK_STAT_INC(HAK_EV_THREAD_EXIT);
+}
+
+void thread_key_init(void) { pthread_key_create(&exit_key, thread_exit); }
+
+bool thread_heap_init(hak_tls_t *t) {
+  if (t->state != HAK_THREAD_NEW) return t->state == HAK_THREAD_LIVE;
+  if (!hak_init_done() && !hak_init()) return false;
+  hak_heap_t *h = heap_new();
+  if (!h) return false;
+  void **slot = h->slot_store;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    t->bins[c].slots = slot;
+    t->bins[c].count = 0;
+    t->bins[c].cap = hak_config.tcache_cap[c];
+    slot += hak_config.tcache_cap[c];
+  }
+  t->bins[HAK_CLASS_NONE] = (hak_bin_t){0};
+  h->bins = t->bins;
+  t->heap = h;
+  t->state = HAK_THREAD_LIVE;
+  /* May allocate (for high key numbers); the heap is live, so that works. */
+  pthread_setspecific(exit_key, h);
+  HAK_STAT_INC(HAK_EV_THREAD_INIT);
+  return true;
+}
+
+void *shared_alloc(unsigned cls) {
+  void *p = NULL;
+  hak_lock(&shared_lock);
+  unsigned n = heap_take(&shared_heap, cls, &p, 1);
+  hak_unlock(&shared_lock);
+  HAK_STAT_INC(HAK_EV_SHARED_ALLOC);
+  return n ? p : NULL;
+}
+
+void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
+  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) return shared_alloc(cls);
+  hak_bin_t *b = &t->bins[cls];
+  if (b->count) return b->slots[--b->count];
+  void *p;
+  if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
+  unsigned want = b->cap / 2 ? b->cap / 2 : 1;
+  unsigned n = heap_take(t->heap, cls, b->slots, want);
+  if (!n) return NULL;
+  b->count = n - 1;
+  return b->slots[n - 1];
+}
+
+void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
+  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) {
+    /* No heap of our own (exited, or start-up): hand the block to its page's owner. */
+    remote_push(page_of(p), p, p, 1);
+    return;
+  }
+  hak_bin_t *b = &t->bins[cls];
+  if (b->count < b->cap) { /* the heap was just created */
+    b->slots[b->count++] = p;
+    return;
+  }
+  if (HAK_UNLIKELY(b->cap == 0)) {
+    heap_return_blocks(t->heap, &p, 1);
+    return;
+  }
+  /* Flush the older half: the newer blocks are the ones still warm in cache. */
+  unsigned k = b->count - b->cap / 2;
+  heap_return_blocks(t->heap, b->slots, k);
+  memmove(b->slots, b->slots + k, (size_t)(b->count - k) * sizeof(void *));
+  b->count -= k;
+  b->slots[b->count++] = p;
+  HAK_CSTAT_INC(cls, HAK_CS_FLUSH);
+}
+
+void heap_flush_all(hak_tls_t *t) {
+  if (t->state != HAK_THREAD_LIVE) return;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_bin_t *b = &t->bins[c];
+    if (!b->count) continue;
+    heap_return_blocks(t->heap, b->slots, b->count);
+    b->count = 0;
+  }
+  heap_collect_remote(t->heap);
+}
+
+/* fork: the locks are taken in the order the code nests them (shared heap,
+ * then heap pool) and the child resets them. Heaps of the threads that do not
+ * exist in the child keep their pages; only the blocks in their caches are
+ * lost to the child. */
+void heap_atfork_prepare(void) {
+  hak_lock(&shared_lock);
+  hak_lock(&pool_lock);
+}
+void heap_atfork_parent(void) {
+  hak_unlock(&pool_lock);
+  hak_unlock(&shared_lock);
+}
+void heap_atfork_child(void) {
+  hak_lock_reset(&pool_lock);
+  hak_lock_reset(&shared_lock);
+}

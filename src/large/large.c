@@ -1,0 +1,294 @@
+/* large.c — blocks above 32 KiB.
+ *
+ * Up to 31 slices (1984 KiB) a large block is a page of its own inside a
+ * segment: no system call, and its slices return to the segment (and its
+ * purge policy) on free. Bigger blocks get a 2 MiB-aligned mapping whose first
+ * 64 bytes mimic a segment header, so free() routes them with the same single
+ * registry test; freed mappings wait in a small bounded cache. Alignments of
+ * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
+ * sit on a short list checked only on the foreign-pointer path. */
+#include "large/large.h"
+#include "guard/guard.h"
+#include "guard/registry.h"
+#include "os/lock.h"
+#include "os/os.h"
+#include "policy/config.h"
+#include "segment/segment.h"
+#include "stats/stats.h"
+
+#include <string.h>
+
+#define HUGE_CACHE_SLOTS 8
+#define HUGE_MIN_OFFSET 64
+
+static hak_lock_t large_lock = HAK_LOCK_INIT;
+static hak_segment_t *huge_cache[HUGE_CACHE_SLOTS];
+static size_t huge_cached_bytes;
+static size_t huge_live_blocks, huge_live_bytes;
+
+typedef struct overaligned {
+  uint64_t magic;
+  uint8_t *base;
+  size_t map, usable;
+  struct overaligned *next;
+} overaligned_t;
+static overaligned_t *overaligned_list;
+
+/* ---- huge mappings ------------------------------------------------------ */
+
+static hak_segment_t *huge_cache_take(size_t map) {
+  hak_segment_t *best = NULL;
+  int bi = -1;
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+    hak_segment_t *s = huge_cache[i];
+    /* Take a cached mapping only if it does not waste more than a quarter. */
+    if (s && s->map_size >= map && s->map_size - map <= map / 4 && (!best || s->map_size < best->map_size)) {
+      best = s;
+      bi = i;
+    }
+  }
+  if (best) {
+    huge_cache[bi] = NULL;
+    huge_cached_bytes -= best->map_size;
+  }
+  return best;
+}
+
+static void huge_unmap(hak_segment_t *s) {
+  registry_remove(s);
+  s->magic = 0;
+  os_unmap(s, s->map_size);
+}
+
+static void *huge_alloc(size_t size, size_t align, bool zero) {
+  size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET;
+  size_t need = off + size;
+  if (need < size || need > (SIZE_MAX >> 1)) return NULL;
+  size_t map = align_up(need, os_page_size());
+  hak_lock(&large_lock);
+  hak_segment_t *s = huge_cache_take(map);
+  huge_live_blocks++;
+  hak_unlock(&large_lock);
+  bool fresh = s == NULL;
+  if (!s) {
+    s = os_map_aligned(map, HAK_SEG_SIZE);
+    if (!s) {
+      hak_lock(&large_lock);
+      huge_live_blocks--;
+      hak_unlock(&large_lock);
+      return NULL;
+    }
+    s->map_size = map;
+    registry_add(s);
+  }
+  s->kind = HAK_SEG_HUGE;
+  memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
+  s->huge_size = s->map_size - off;
+  atomic_store_explicit((_Atomic(uint32_t) *)&s->magic, HAK_SEG_MAGIC, memory_order_release);
+  hak_lock(&large_lock);
+  huge_live_bytes += s->map_size;
+  hak_unlock(&large_lock);
+  uint8_t *p = (uint8_t *)s + off;
+  if (zero && !fresh) memset(p, 0, size);
+  HAK_STAT_INC(HAK_EV_HUGE_ALLOC);
+  return p;
+}
+
+static void huge_free(hak_segment_t *s, void *p) {
+  if (s->magic != HAK_SEG_MAGIC || s->huge_size == 0 || (uint8_t *)p != (uint8_t *)s + (s->map_size - s->huge_size)) {
+    report_invalid("free", p);
+    return;
+  }
+  s->huge_size = 0; /* marks it free: a second free is reported, not obeyed */
+  HAK_STAT_INC(HAK_EV_HUGE_FREE);
+  hak_lock(&large_lock);
+  huge_live_blocks--;
+  huge_live_bytes -= s->map_size;
+  hak_segment_t *evict = NULL;
+  if (s->map_size <= hak_config.dirty_max) {
+    int slot = -1;
+    for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++)
+      if (!huge_cache[i]) slot = i;
+    if (slot < 0) { /* full: replace the oldest-looking (first) entry */
+      slot = 0;
+      evict = huge_cache[0];
+      huge_cached_bytes -= evict->map_size;
+      huge_cache[0] = NULL;
+    }
+    huge_cache[slot] = s;
+    huge_cached_bytes += s->map_size;
+    s = NULL;
+    /* Keep the cache within the dirty budget. */
+    for (int i = 0; i < HUGE_CACHE_SLOTS && huge_cached_bytes > hak_config.dirty_max; i++) {
+      if (!huge_cache[i] || i == slot) continue;
+      hak_segment_t *v = huge_cache[i];
+      huge_cache[i] = NULL;
+      huge_cached_bytes -= v->map_size;
+      hak_unlock(&large_lock);
+      huge_unmap(v);
+      hak_lock(&large_lock);
+    }
+  }
+  hak_unlock(&large_lock);
+  if (evict) huge_unmap(evict);
+  if (s) huge_unmap(s);
+}
+
+/* ---- over-aligned blocks (alignment >= 2 MiB) --------------------------- */
+
+#define OVERALIGNED_MAGIC 0x4f56414c49474e44ull
+
+static void *overaligned_alloc(size_t size, size_t align, bool zero) {
+  (void)zero; /* fresh mappings are zero */
+  size_t ps = os_page_size();
+  size_t map = size + align + ps;
+  if (map < size || size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) return NULL;
+  map = align_up(map, ps);
+  uint8_t *base = os_map(map);
+  if (!base) return NULL;
+  uint8_t *p = (uint8_t *)align_up((uintptr_t)base + ps, align);
+  overaligned_t *o = (overaligned_t *)(p - sizeof(overaligned_t));
+  o->magic = OVERALIGNED_MAGIC;
+  o->base = base;
+  o->map = map;
+  o->usable = (size_t)(base + map - p);
+  hak_lock(&large_lock);
+  o->next = overaligned_list;
+  overaligned_list = o;
+  huge_live_blocks++;
+  huge_live_bytes += map;
+  hak_unlock(&large_lock);
+  HAK_STAT_INC(HAK_EV_HUGE_ALLOC);
+  return p;
+}
+
+bool overaligned_owns(const void *p, size_t *usable) {
+  if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
+  bool found = false;
+  hak_lock(&large_lock);
+  for (overaligned_t *o = overaligned_list; o; o = o->next)
+    if ((const uint8_t *)(o + 1) == (const uint8_t *)p) {
+      found = true;
+      if (usable) *usable = o->usable;
+      break;
+    }
+  hak_unlock(&large_lock);
+  return found;
+}
+
+bool overaligned_free(void *p) {
+  if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
+  overaligned_t *hit = NULL;
+  hak_lock(&large_lock);
+  for (overaligned_t **pp = &overaligned_list; *pp; pp = &(*pp)->next)
+    if ((uint8_t *)(*pp + 1) == (uint8_t *)p) {
+      hit = *pp;
+      *pp = hit->next;
+      huge_live_blocks--;
+      huge_live_bytes -= hit->map;
+      break;
+    }
+  hak_unlock(&large_lock);
+  if (!hit) return false;
+  HAK_STAT_INC(HAK_EV_HUGE_FREE);
+  os_unmap(hit->base, hit->map);
+  return true;
+}
+
+/* ---- the public face ------------------------------------------------------ */
+
+void *large_alloc(size_t size, size_t align, bool zero) {
+  if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
+  if (align >= HAK_SEG_SIZE) return overaligned_alloc(size, align, zero);
+  size_t slack = align > HAK_SLICE_SIZE ? align - HAK_SLICE_SIZE : 0;
+  size_t room = (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
+  if (size + slack > room || size > room) return huge_alloc(size, align, zero);
+  unsigned n = (unsigned)((size + slack + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+  if (n == 0) n = 1;
+  hak_page_t *pg = segment_page_alloc(n, HAK_CLASS_NONE);
+  if (!pg) return NULL;
+  uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
+  pg->start = b;
+  pg->bsize = (uint32_t)(pg->end - b);
+  pg->large_size = size;
+  pg->used = 1;
+  if (zero) memset(b, 0, size);
+  HAK_STAT_INC(HAK_EV_LARGE_ALLOC);
+  return b;
+}
+
+void large_free(void *p) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind == HAK_SEG_HUGE) {
+    huge_free(s, p);
+    return;
+  }
+  hak_page_t *pg = s->slice_page[slice_index(p)];
+  if (!pg || pg->state != HAK_PAGE_LARGE || pg->start != (uint8_t *)p) {
+    report_invalid("free", p);
+    return;
+  }
+  HAK_STAT_INC(HAK_EV_LARGE_FREE);
+  segment_page_free(pg);
+}
+
+size_t large_usable(const void *p) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind == HAK_SEG_HUGE) return s->huge_size;
+  hak_page_t *pg = s->slice_page[slice_index(p)];
+  return pg && pg->state == HAK_PAGE_LARGE ? pg->bsize : 0;
+}
+
+bool large_resize_inplace(void *p, size_t size) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind != HAK_SEG_HUGE) return size <= large_usable(p);
+  size_t off = s->map_size - s->huge_size;
+  if (size <= s->huge_size) {
+    /* Shrinking by more than half gives the tail back to the OS. */
+    if (size >= s->huge_size / 2) return true;
+    size_t map = align_up(off + size, os_page_size());
+    if (map < s->map_size && os_remap_inplace(s, s->map_size, map)) {
+      hak_lock(&large_lock);
+      huge_live_bytes -= s->map_size - map;
+      hak_unlock(&large_lock);
+      s->map_size = map;
+      s->huge_size = map - off;
+    }
+    return true;
+  }
+  if (off + size < size) return false;
+  size_t map = align_up(off + size, os_page_size());
+  if (!os_remap_inplace(s, s->map_size, map)) return false;
+  hak_lock(&large_lock);
+  huge_live_bytes += map - s->map_size;
+  hak_unlock(&large_lock);
+  s->map_size = map;
+  s->huge_size = map - off;
+  return true;
+}
+
+bool large_trim(void) {
+  hak_segment_t *victims[HUGE_CACHE_SLOTS];
+  int n = 0;
+  hak_lock(&large_lock);
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
+    if (huge_cache[i]) {
+      victims[n++] = huge_cache[i];
+      huge_cache[i] = NULL;
+    }
+  huge_cached_bytes = 0;
+  hak_unlock(&large_lock);
+  for (int i = 0; i < n; i++) huge_unmap(victims[i]);
+  return n > 0;
+}
+
+void large_counts(size_t *blocks, size_t *bytes) {
+  hak_lock(&large_lock);
+  *blocks = huge_live_blocks;
+  *bytes = huge_live_bytes;
+  hak_unlock(&large_lock);
+}
+
+void large_atfork_prepare(void) { hak_lock(&large_lock); }
+void large_atfork_parent(void) { hak_unlock(&large_lock); }
+void large_atfork_child(void) { hak_lock_reset(&large_lock); }

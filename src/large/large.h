@@ -1,0 +1,24 @@
+/* large.h — blocks above the size classes: one block per page of slices up to
+ * ~2 MiB, and beyond that a mapping of its own ("huge"), with a bounded cache
+ * of freed huge mappings so repeated big buffers cost no system call. */
+#ifndef HAK_LARGE_H
+#define HAK_LARGE_H
+
+#include "hak_internal.h"
+
+void  *large_alloc(size_t size, size_t align, bool zero) HAK_HIDDEN;
+void   large_free(void *p) HAK_HIDDEN;                /* p's chunk is registered, class NONE */
+size_t large_usable(const void *p) HAK_HIDDEN;
+bool   large_resize_inplace(void *p, size_t size) HAK_HIDDEN;
+bool   large_trim(void) HAK_HIDDEN;
+void   large_counts(size_t *blocks, size_t *bytes) HAK_HIDDEN;
+
+/* Blocks aligned to 2 MiB or more live outside the registry, on a list. */
+bool   overaligned_owns(const void *p, size_t *usable) HAK_HIDDEN;
+bool   overaligned_free(void *p) HAK_HIDDEN;
+
+void large_atfork_prepare(void) HAK_HIDDEN;
+void large_atfork_parent(void) HAK_HIDDEN;
+void large_atfork_child(void) HAK_HIDDEN;
+
+#endif

@@ -1,0 +1,95 @@
+/* os.c — mmap/munmap/madvise wrappers with accounting. Alignment is obtained
+ * by trying a plain mapping first (the kernel often places a new 2 MiB mapping
+ * right below the previous one, already aligned) and over-mapping then
+ * trimming only when that fails. */
+#include "os/os.h"
+#include "stats/stats.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <errno.h>
+
+_Atomic(size_t) hak_mapped_bytes;
+_Atomic(size_t) hak_mapped_peak;
+
+static void account_map(size_t n) {
+  size_t now = atomic_fetch_add_explicit(&hak_mapped_bytes, n, memory_order_relaxed) + n;
+  size_t peak = atomic_load_explicit(&hak_mapped_peak, memory_order_relaxed);
+  while (now > peak &&
+         !atomic_compare_exchange_weak_explicit(&hak_mapped_peak, &peak, now, memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+size_t os_page_size(void) {
+  static size_t ps;
+  if (HAK_UNLIKELY(ps == 0)) {
+    long v = sysconf(_SC_PAGESIZE);
+    ps = v > 0 ? (size_t)v : 4096;
+  }
+  return ps;
+}
+
+static void *raw_map(size_t size) {
+  int saved = errno;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  HAK_STAT_INC(HAK_EV_MMAP);
+  errno = saved;
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void raw_unmap(void *p, size_t size) {
+  int saved = errno;
+  munmap(p, size);
+  HAK_STAT_INC(HAK_EV_MUNMAP);
+  errno = saved;
+}
+
+void *os_map(size_t size) {
+  void *p = raw_map(size);
+  if (p) account_map(size);
+  return p;
+}
+
+void *os_map_aligned(size_t size, size_t align) {
+  void *p = raw_map(size);
+  if (!p) return NULL;
+  if (((uintptr_t)p & (align - 1)) == 0) {
+    account_map(size);
+    return p;
+  }
+  raw_unmap(p, size);
+  size_t over = size + align;
+  if (over < size) return NULL;
+  uint8_t *q = raw_map(over);
+  if (!q) return NULL;
+  uint8_t *a = (uint8_t *)align_up((uintptr_t)q, align);
+  if (a > q) raw_unmap(q, (size_t)(a - q));
+  size_t tail = (size_t)((q + over) - (a + size));
+  if (tail) raw_unmap(a + size, tail);
+  account_map(size);
+  return a;
+}
+
+void os_unmap(void *p, size_t size) {
+  raw_unmap(p, size);
+  atomic_fetch_sub_explicit(&hak_mapped_bytes, size, memory_order_relaxed);
+}
+
+void os_purge(void *p, size_t size) {
+  int saved = errno;
+  madvise(p, size, MADV_DONTNEED);
+  errno = saved;
+  HAK_STAT_INC(HAK_EV_MADVISE);
+  HAK_STAT_ADD(HAK_EV_PURGE_BYTES, size);
+}
+
+bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
+  int saved = errno;
+  void *q = mremap(p, old_size, new_size, 0);
+  HAK_STAT_INC(HAK_EV_MREMAP);
+  errno = saved;
+  if (q == MAP_FAILED) return false;
+  if (new_size > old_size) account_map(new_size - old_size);
+  else atomic_fetch_sub_explicit(&hak_mapped_bytes, old_size - new_size, memory_order_relaxed);
+  return true;
+}

@@ -1,0 +1,14 @@
+/* os.h — the only place HAKMEM asks the kernel for memory. */
+#ifndef HAK_OS_H
+#define HAK_OS_H
+
+#include "hak_internal.h"
+
+void  *os_map(size_t size) HAK_HIDDEN;                    /* page-granular, zeroed */
+void  *os_map_aligned(size_t size, size_t align) HAK_HIDDEN;
+void   os_unmap(void *p, size_t size) HAK_HIDDEN;
+void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
+bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
+size_t os_page_size(void) HAK_HIDDEN;
+
+#endif

@@ -1,0 +1,201 @@
+/* segment.c — maps 2 MiB segments, carves pages (runs of 64 KiB slices) out of
+ * them and takes them back.
+ *
+ * Policy lives here too: a freed page leaves its slices "dirty" (resident);
+ * when the dirty bytes of all segments pass hak_config.dirty_max they are
+ * purged in one sweep, so a program that churns pages does not pay a madvise
+ * per page. Empty segments beyond hak_config.segment_cache are unmapped. */
+#include "segment/segment.h"
+#include "guard/registry.h"
+#include "heap/size_class.h"
+#include "os/lock.h"
+#include "os/os.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#include <string.h>
+
+#define ALL_SLICES 0xffffffffu
+
+static hak_lock_t seg_lock = HAK_LOCK_INIT;
+static hak_segment_t *seg_head, *seg_tail;  /* segments with at least one free slice */
+static size_t seg_empty;                     /* of those, entirely free */
+static size_t dirty_bytes;                   /* free slices holding touched memory */
+static size_t free_slice_bytes;
+
+static void list_push(hak_segment_t *s) {
+  s->next = NULL;
+  s->prev = seg_tail;
+  if (seg_tail) seg_tail->next = s; else seg_head = s;
+  seg_tail = s;
+  s->in_list = 1;
+}
+
+static void list_remove(hak_segment_t *s) {
+  if (s->prev) s->prev->next = s->next; else seg_head = s->next;
+  if (s->next) s->next->prev = s->prev; else seg_tail = s->prev;
+  s->next = s->prev = NULL;
+  s->in_list = 0;
+}
+
+static size_t slice_usable(unsigned i) { return i == 0 ? HAK_SLICE_SIZE - HAK_SEG_HDR_SIZE : HAK_SLICE_SIZE; }
+
+static size_t mask_bytes(uint32_t m) {
+  size_t b = (size_t)__builtin_popcount(m & ~1u) * HAK_SLICE_SIZE;
+  if (m & 1u) b += slice_usable(0);
+  return b;
+}
+
+static hak_segment_t *segment_map(void) {
+  hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE);
+  if (!s) return NULL;
+  s->magic = HAK_SEG_MAGIC;
+  s->kind = HAK_SEG_SMALL;
+  memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
+  s->map_size = HAK_SEG_SIZE;
+  s->free_mask = ALL_SLICES;
+  s->dirty_mask = 0;
+  registry_add(s);
+  HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
+  free_slice_bytes += mask_bytes(ALL_SLICES);
+  list_push(s);
+  seg_empty++;
+  return s;
+}
+
+static void segment_unmap(hak_segment_t *s) {
+  list_remove(s);
+  seg_empty--;
+  dirty_bytes -= mask_bytes(s->dirty_mask);
+  free_slice_bytes -= mask_bytes(ALL_SLICES);
+  registry_remove(s);
+  s->magic = 0;
+  os_unmap(s, HAK_SEG_SIZE);
+  HAK_STAT_INC(HAK_EV_SEGMENT_UNMAP);
+}
+
+/* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
+ * smaller than the others, so only single-slice pages of small classes use it. */
+static int find_run(uint32_t mask, unsigned n, bool slice0_ok) {
+  if (!slice0_ok) mask &= ~1u;
+  uint32_t m = mask;
+  for (unsigned i = 1; i < n && m; i++) m &= mask >> i;
+  return m ? __builtin_ctz(m) : -1;
+}
+
+static void purge_segment(hak_segment_t *s) {
+  uint32_t d = s->dirty_mask & s->free_mask;
+  while (d) {
+    unsigned a = (unsigned)__builtin_ctz(d);
+    unsigned b = a;
+    while (b + 1 < HAK_SLICES && (d >> (b + 1)) & 1u) b++;
+    uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? HAK_SEG_HDR_SIZE : 0);
+    uint8_t *to = (uint8_t *)s + (size_t)(b + 1) * HAK_SLICE_SIZE;
+    os_purge(from, (size_t)(to - from));
+    uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
+    d &= ~run;
+  }
+  dirty_bytes -= mask_bytes(s->dirty_mask & s->free_mask);
+  s->dirty_mask &= ~s->free_mask;
+}
+
+static void purge_all(void) {
+  for (hak_segment_t *s = seg_head; s; s = s->next)
+    if (s->dirty_mask & s->free_mask) purge_segment(s);
+}
+
+static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
+  hak_page_t *pg = &s->pages[first];
+  uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
+  uint8_t *start = first == 0 ? (uint8_t *)s + HAK_SEG_HDR_SIZE : base;
+  uint8_t *end = base + (size_t)n * HAK_SLICE_SIZE;
+  memset(pg, 0, sizeof *pg);
+  pg->start = pg->bump = start;
+  pg->end = end;
+  pg->cls = (uint16_t)cls;
+  pg->slice_count = (uint8_t)n;
+  pg->first_slice = first;
+  if (cls != HAK_CLASS_NONE) {
+    pg->bsize = hak_class_size[cls];
+    pg->capacity = (uint32_t)((size_t)(end - start) / pg->bsize);
+    pg->end = start + (size_t)pg->capacity * pg->bsize;
+  } else {
+    pg->bsize = (uint32_t)(end - start);
+    pg->capacity = 1;
+    pg->state = HAK_PAGE_LARGE;
+  }
+  for (unsigned i = first; i < first + n; i++) s->slice_page[i] = pg;
+  /* Published last: a block of this page can reach free() only after the
+   * page is handed out, which orders these stores before that read. */
+  for (unsigned i = first; i < first + n; i++) s->slice_cls[i] = (uint8_t)cls;
+}
+
+hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
+  bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
+  hak_lock(&seg_lock);
+  hak_segment_t *s;
+  int first = -1;
+  for (s = seg_head; s; s = s->next)
+    if ((first = find_run(s->free_mask, n, slice0_ok)) >= 0) break;
+  if (!s) {
+    s = segment_map();
+    if (!s) { hak_unlock(&seg_lock); return NULL; }
+    first = find_run(s->free_mask, n, slice0_ok);
+  } else if (s->free_mask == ALL_SLICES) {
+    HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
+  }
+  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  if (s->free_mask == ALL_SLICES) seg_empty--;
+  s->free_mask &= ~run;
+  free_slice_bytes -= mask_bytes(run);
+  dirty_bytes -= mask_bytes(s->dirty_mask & run);
+  s->dirty_mask &= ~run;
+  if (s->free_mask == 0) list_remove(s);
+  page_init(s, (unsigned)first, n, cls);
+  hak_unlock(&seg_lock);
+  HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
+  return &s->pages[first];
+}
+
+void segment_page_free(hak_page_t *pg) {
+  hak_segment_t *s = segment_of(pg);
+  unsigned first = pg->first_slice, n = pg->slice_count;
+  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  hak_lock(&seg_lock);
+  for (unsigned i = first; i < first + n; i++) {
+    s->slice_cls[i] = HAK_CLASS_NONE;
+    s->slice_page[i] = NULL;
+  }
+  pg->state = HAK_PAGE_FREE;
+  atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
+  if (s->free_mask == 0) list_push(s);
+  s->free_mask |= run;
+  free_slice_bytes += mask_bytes(run);
+  s->dirty_mask |= run;
+  dirty_bytes += mask_bytes(run);
+  HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
+  if (s->free_mask == ALL_SLICES) {
+    seg_empty++;
+    if (seg_empty > hak_config.segment_cache) segment_unmap(s);
+  }
+  if (dirty_bytes > hak_config.dirty_max) purge_all();
+  hak_unlock(&seg_lock);
+}
+
+bool segment_trim(void) {
+  bool any = false;
+  hak_lock(&seg_lock);
+  for (hak_segment_t *s = seg_head, *next; s; s = next) {
+    next = s->next;
+    if (s->free_mask == ALL_SLICES) { segment_unmap(s); any = true; }
+  }
+  if (dirty_bytes) { purge_all(); any = true; }
+  hak_unlock(&seg_lock);
+  return any;
+}
+
+size_t segment_free_bytes(void) { return free_slice_bytes; }
+
+void segment_atfork_prepare(void) { hak_lock(&seg_lock); }
+void segment_atfork_parent(void) { hak_unlock(&seg_lock); }
+void segment_atfork_child(void) { hak_lock_reset(&seg_lock); }

@@ -1,0 +1,22 @@
+/* segment.h — segments and the pages cut from them. One global lock guards
+ * page allocation and release: both are cold (once per page of blocks). */
+#ifndef HAK_SEGMENT_H
+#define HAK_SEGMENT_H
+
+#include "hak_internal.h"
+
+/* A page of `slices` slices for class cls (HAK_CLASS_NONE: one large block of
+ * up to slices*64 KiB). Returns NULL when the OS refuses memory. */
+hak_page_t *segment_page_alloc(unsigned slices, unsigned cls) HAK_HIDDEN;
+/* Give a page's slices back to its segment; may purge or unmap. */
+void segment_page_free(hak_page_t *page) HAK_HIDDEN;
+/* Purge every free slice and unmap every empty segment; true if anything went back. */
+bool segment_trim(void) HAK_HIDDEN;
+/* Bytes in free slices of live segments (for mallinfo2). */
+size_t segment_free_bytes(void) HAK_HIDDEN;
+
+void segment_atfork_prepare(void) HAK_HIDDEN;
+void segment_atfork_parent(void) HAK_HIDDEN;
+void segment_atfork_child(void) HAK_HIDDEN;
+
+#endif
