@@ -1,0 +1,356 @@
+"""Unit tests of scripts/bench.py: parsing of the programs' and tools' output,
+and the statistics behind the tables and verdicts.  Standard library only:
+
+    python3 -m unittest discover -s bench/tests -v
+"""
+import math
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+
+import bench  # noqa: E402
+
+
+# One real line of each program (as printed by bench/*.c).
+SAMPLES = {
+    "bench_random_mixed": "bench_random_mixed iters=20000000 ws=400 seed=1 min=16 max=1024 "
+                          "ops=20000000 secs=0.221000 ops_per_sec=9.049774e+07 ns_per_op=11.050 "
+                          "peak_rss_kb=1908 checksum=1275144739",
+    "bench_fixed_size": "bench_fixed_size iters=20000000 size=64 ws=400 seed=1 ops=20000000 "
+                        "secs=0.210000 ops_per_sec=9.523810e+07 ns_per_op=10.500 "
+                        "peak_rss_kb=1524 checksum=1275144739",
+    "bench_mid_large_mt": "bench_mid_large_mt threads=2 iters=2000000 ws=400 min=1024 max=32768 "
+                          "seed=1 ops=4000000 secs=0.172000 ops_per_sec=2.325581e+07 "
+                          "ns_per_op=43.000 peak_rss_kb=9760 checksum=507935484",
+    "bench_larson": "bench_larson threads=2 rounds=20 iters=100000 chunks=1000 min=8 max=1000 "
+                    "seed=1 remote_pct=25 ops=8000000 secs=0.083000 ops_per_sec=9.638554e+07 "
+                    "ns_per_op=10.375 peak_rss_kb=18696 checksum=549943232",
+    "bench_prodcons": "bench_prodcons pairs=1 items=2000000 min=16 max=1024 batch=64 ops=4000000 "
+                      "secs=0.080000 ops_per_sec=5.000000e+07 ns_per_op=20.000 "
+                      "peak_rss_kb=2860 checksum=254991808",
+    "bench_thread_churn": "bench_thread_churn threads=2000 concurrent=4 iters=500 min=16 "
+                          "max=1024 keep=8 ops=1032000 secs=0.060000 ops_per_sec=1.720000e+07 "
+                          "ns_per_op=58.140 peak_rss_kb=2148 checksum=67878483",
+    "bench_realloc": "bench_realloc iters=5000000 nbuf=256 maxsize=65536 seed=1 reallocs=4747675 "
+                     "ops=5000000 secs=1.320000 ops_per_sec=3.787879e+06 ns_per_op=264.000 "
+                     "peak_rss_kb=12368 checksum=637578486",
+    "bench_soak": "bench_soak seconds=1 epoch_ops=1000000 ws=400 seed=1 min=16 max=1024 "
+                  "epochs=90 rss_kb=1968 ops=90000000 secs=1.004159 ops_per_sec=8.962724e+07 "
+                  "ns_per_op=11.157 peak_rss_kb=1968 checksum=5737608306",
+}
+
+SOAK_OUTPUT = """\
+bench_soak epoch=0 ops=1000000 secs=0.011580 ops_per_sec=8.635485e+07 ns_per_op=11.5801 rss_kb=1828 elapsed=0.012
+bench_soak epoch=1 ops=1000000 secs=0.011310 ops_per_sec=8.841800e+07 ns_per_op=11.3099 rss_kb=1960 elapsed=0.023
+bench_soak epoch=2 ops=1000000 secs=0.011146 ops_per_sec=8.971684e+07 ns_per_op=11.1462 rss_kb=1964 elapsed=0.034
+bench_soak seconds=0 epoch_ops=1000000 ws=400 seed=1 min=16 max=1024 epochs=3 rss_kb=1964 ops=3000000 secs=0.034 ops_per_sec=8.8e+07 ns_per_op=11.3 peak_rss_kb=1968 checksum=191
+"""
+
+STRACE_OUTPUT = """\
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 96.18    0.002012          37        54           madvise
+  1.58    0.000033           0        48           mprotect
+  1.29    0.000027           0        29         2 mmap
+  0.96    0.000020           0        21           munmap
+  0.00    0.000000           0         3           brk
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.002092          13       155         2 total
+"""
+
+STRACE_TWO_PERSONALITIES = STRACE_OUTPUT + """\
+System call usage summary for 32 bit mode:
+% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010           1        10           mmap
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.000010           1        10           total
+"""
+
+CALLGRIND_FILE = """\
+# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 16420
+cmd:  /tmp/bb/build/bench/bench_random_mixed 1000 10 1
+part: 1
+
+positions: line
+events: Ir
+summary: 260798
+
+fn=(1) main
+0 1
+totals: 260798
+"""
+
+
+class ParseResultTest(unittest.TestCase):
+    def test_every_program_line_parses(self):
+        for prog, line in SAMPLES.items():
+            with self.subTest(prog=prog):
+                f = bench.parse_result(line + "\n", prog)
+                self.assertEqual(f["program"], prog)
+                self.assertIsInstance(f["ops"], int)
+                self.assertIsInstance(f["ops_per_sec"], float)
+                self.assertGreater(f["ops_per_sec"], 0)
+                self.assertIsInstance(f["checksum"], int)
+                self.assertIsInstance(f["peak_rss_kb"], int)
+
+    def test_values_are_typed(self):
+        f = bench.parse_result(SAMPLES["bench_random_mixed"])
+        self.assertEqual(f["iters"], 20000000)
+        self.assertEqual(f["ws"], 400)
+        self.assertAlmostEqual(f["ops_per_sec"], 9.049774e7)
+        self.assertAlmostEqual(f["secs"], 0.221)
+
+    def test_last_result_line_wins_and_noise_is_skipped(self):
+        text = ("warming up\n" + SAMPLES["bench_fixed_size"].replace("seed=1", "seed=9") + "\n"
+                + "some other line ops_per_sec=5\n" + SAMPLES["bench_fixed_size"] + "\n")
+        self.assertEqual(bench.parse_result(text, "bench_fixed_size")["seed"], 1)
+
+    def test_epoch_lines_are_not_the_result(self):
+        f = bench.parse_result(SOAK_OUTPUT, "bench_soak")
+        self.assertEqual(f["epochs"], 3)
+        self.assertNotIn("epoch", f)
+
+    def test_other_program_is_not_taken(self):
+        with self.assertRaises(bench.ParseError):
+            bench.parse_result(SAMPLES["bench_larson"], "bench_prodcons")
+
+    def test_missing_fields_are_errors(self):
+        with self.assertRaises(bench.ParseError):
+            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=1\n")     # no checksum
+        with self.assertRaises(bench.ParseError):
+            bench.parse_result("")
+        with self.assertRaises(bench.ParseError):
+            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=fast checksum=1")
+        with self.assertRaises(bench.ParseError):
+            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=1 checksum=1 garbage")
+
+    def test_parse_fields(self):
+        self.assertEqual(bench.parse_fields("p a=1 b=2.5 c=x d=-3"),
+                         {"program": "p", "a": 1, "b": 2.5, "c": "x", "d": -3})
+        with self.assertRaises(bench.ParseError):
+            bench.parse_fields("a=1 b=2")
+
+    def test_epochs(self):
+        epochs = bench.parse_epochs(SOAK_OUTPUT)
+        self.assertEqual([e["epoch"] for e in epochs], [0, 1, 2])
+        self.assertEqual(epochs[1]["rss_kb"], 1960)
+        self.assertAlmostEqual(epochs[2]["ns_per_op"], 11.1462)
+        with self.assertRaises(bench.ParseError):
+            bench.parse_epochs("bench_soak epoch=0 ops=1\n")
+
+
+class ToolOutputTest(unittest.TestCase):
+    def test_strace_summary(self):
+        calls = bench.parse_strace_summary(STRACE_OUTPUT)
+        self.assertEqual(calls, {"madvise": 54, "mprotect": 48, "mmap": 29, "munmap": 21,
+                                 "brk": 3})
+
+    def test_strace_personalities_are_summed(self):
+        self.assertEqual(bench.parse_strace_summary(STRACE_TWO_PERSONALITIES)["mmap"], 39)
+
+    def test_strace_empty_table(self):
+        text = ("% time     seconds  usecs/call     calls    errors syscall\n"
+                "------ ----------- ----------- --------- --------- ----------------\n"
+                "------ ----------- ----------- --------- --------- ----------------\n"
+                "100.00    0.000000           0         0           total\n")
+        self.assertEqual(bench.parse_strace_summary(text), {})
+
+    def test_strace_garbage(self):
+        with self.assertRaises(bench.ParseError):
+            bench.parse_strace_summary("strace: exec: No such file or directory\n")
+
+    def test_callgrind(self):
+        self.assertEqual(bench.parse_callgrind_total(CALLGRIND_FILE), 260798)
+        self.assertEqual(bench.parse_callgrind_total("events: Ir\nsummary: 42\n"), 42)
+        self.assertEqual(bench.parse_callgrind_total("==1== Collected : 1234\n"), 1234)
+        with self.assertRaises(bench.ParseError):
+            bench.parse_callgrind_total("events: Ir\n")
+
+    def test_env_assignments(self):
+        self.assertEqual(bench.parse_env_assignments("A=1 B='x y' C="),
+                         {"A": "1", "B": "x y", "C": ""})
+        self.assertEqual(bench.parse_env_assignments(""), {})
+        with self.assertRaises(bench.ParseError):
+            bench.parse_env_assignments("NOVALUE")
+
+
+class StatsTest(unittest.TestCase):
+    def test_median_mean(self):
+        self.assertEqual(bench.median([3, 1, 2]), 2)
+        self.assertEqual(bench.median([4, 1, 3, 2]), 2.5)
+        self.assertTrue(math.isnan(bench.median([])))
+        self.assertEqual(bench.mean([1, 2, 3, 6]), 3)
+
+    def test_cv(self):
+        self.assertAlmostEqual(bench.cv([10, 10, 10]), 0.0)
+        # sample stdev of [9, 10, 11] is 1, mean 10
+        self.assertAlmostEqual(bench.cv([9, 10, 11]), 0.1)
+        self.assertEqual(bench.cv([5]), 0.0)
+        self.assertTrue(math.isnan(bench.cv([])))
+
+    def test_ratio(self):
+        self.assertAlmostEqual(bench.ratio(50, 100), 0.5)
+        self.assertTrue(math.isnan(bench.ratio(1, 0)))
+        self.assertTrue(math.isnan(bench.ratio(None, 1)))
+        self.assertTrue(math.isnan(bench.ratio(float("nan"), 1)))
+
+    def test_percentile(self):
+        v = list(range(1, 101))        # 1..100
+        self.assertAlmostEqual(bench.percentile(v, 50), 50.5)
+        self.assertAlmostEqual(bench.percentile(v, 0), 1)
+        self.assertAlmostEqual(bench.percentile(v, 100), 100)
+        self.assertAlmostEqual(bench.percentile(v, 99), 99.01)
+        self.assertAlmostEqual(bench.percentile([7], 99.9), 7)
+        self.assertAlmostEqual(bench.percentile([3, 1, 2], 50), 2)
+
+    def test_mann_whitney_exact(self):
+        # Completely separated samples of 5: p = 2 / C(10, 5) = 2/252.
+        u, p = bench.mann_whitney_u([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+        self.assertEqual(u, 0)
+        self.assertAlmostEqual(p, 2 / 252)
+        u, p = bench.mann_whitney_u([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])
+        self.assertEqual(u, 25)
+        self.assertAlmostEqual(p, 2 / 252)
+        # Interleaved samples: no evidence.
+        u, p = bench.mann_whitney_u([1, 3, 5, 7, 9], [2, 4, 6, 8, 10])
+        self.assertGreater(p, 0.5)
+        # Three against three can never reach 0.05 (minimum 2/20).
+        _, p = bench.mann_whitney_u([1, 2, 3], [4, 5, 6])
+        self.assertAlmostEqual(p, 0.1)
+
+    def test_mann_whitney_exact_distribution_small(self):
+        # n1=1, n2=2: U in {0,1,2} each with probability 1/3.
+        self.assertEqual(bench._mw_counts(1, 2), [1, 1, 1])
+        self.assertEqual(sum(bench._mw_counts(4, 6)), math.comb(10, 4))
+
+    def test_mann_whitney_ties_use_normal_approximation(self):
+        u, p = bench.mann_whitney_u([1, 1, 2, 2, 3], [1, 2, 2, 3, 3])
+        self.assertTrue(0 < p <= 1)
+        u, p = bench.mann_whitney_u([5, 5, 5, 5], [5, 5, 5, 5])
+        self.assertEqual(p, 1.0)
+
+    def test_bootstrap_is_deterministic_and_sensible(self):
+        a = [100, 101, 99, 100.5, 99.5, 100.2]
+        b = [110, 111, 109, 110.5, 109.5, 110.2]
+        lo, hi = bench.bootstrap_delta_ci(a, b)
+        self.assertEqual((lo, hi), bench.bootstrap_delta_ci(a, b))
+        self.assertTrue(8 < lo <= hi < 12, (lo, hi))
+
+    def test_verdict_significant(self):
+        a = [100, 101, 99, 100.5, 99.5, 100.2, 100.1, 99.8]
+        b = [x * 1.05 for x in a]
+        v = bench.verdict(a, b)
+        self.assertTrue(v["significant"])
+        self.assertAlmostEqual(v["delta_pct"], 5.0, places=6)
+        self.assertIn("better", v["text"])
+        v = bench.verdict(b, a)
+        self.assertTrue(v["significant"])
+        self.assertIn("worse", v["text"])
+
+    def test_verdict_noise(self):
+        a = [100, 103, 97, 101, 99, 102, 98, 100]
+        b = [101, 98, 102, 99, 100, 97, 103, 100.5]
+        v = bench.verdict(a, b)
+        self.assertFalse(v["significant"])
+        self.assertIn("noise", v["text"])
+
+    def test_verdict_too_few_runs(self):
+        v = bench.verdict([1, 2, 3], [10, 11, 12])
+        self.assertFalse(v["significant"])
+        self.assertIn("not enough", v["text"])
+
+    def test_drift(self):
+        first, last, pct = bench.drift([10, 10, 20, 20], 2)
+        self.assertEqual((first, last), (10, 20))
+        self.assertAlmostEqual(pct, 100.0)
+
+    def test_syscalls_per_op(self):
+        short = (1000000, {"mmap": 30, "munmap": 5, "brk": 3})
+        long_ = (5000000, {"mmap": 34, "munmap": 9, "brk": 3, "madvise": 8, "mprotect": 4})
+        per, total = bench.syscalls_per_op(short, long_)
+        self.assertAlmostEqual(per["mmap"], 1e-6)
+        self.assertAlmostEqual(per["madvise"], 2e-6)
+        self.assertAlmostEqual(per["mprotect"], 1e-6)
+        self.assertAlmostEqual(total, 4e-6)          # mprotect is not in the total
+        with self.assertRaises(ValueError):
+            bench.syscalls_per_op(long_, short)
+
+    def test_instructions_per_op(self):
+        self.assertAlmostEqual(bench.instructions_per_op((200000, 1_000_000 + 200000 * 56),
+                                                         (400000, 1_000_000 + 400000 * 56)), 56)
+        with self.assertRaises(ValueError):
+            bench.instructions_per_op((2, 10), (1, 5))
+
+    def test_soak_stats(self):
+        epochs = [{"epoch": i, "ops": 10, "secs": 1.0, "ops_per_sec": 100.0 + (i % 2),
+                   "ns_per_op": float(i + 1), "rss_kb": 1000 + (50 if i == 0 else 0)}
+                  for i in range(21)]
+        st = bench.soak_stats(epochs)
+        self.assertEqual(st["epochs"], 21)
+        self.assertEqual(st["window"], 2)
+        self.assertAlmostEqual(st["rss_drift_kb"], 0)       # epoch 0 left out
+        self.assertAlmostEqual(st["ns_p50"], 11)
+        self.assertAlmostEqual(st["ns_p99"], 20.8)
+        self.assertEqual(st["rss_max_kb"], 1050)
+        self.assertLess(st["cv"], 0.01)
+
+
+class ReportTest(unittest.TestCase):
+    def test_readme_block_replacement(self):
+        text = "intro\n<!-- bench:begin -->\nold table\n<!-- bench:end -->\nrest\n"
+        new = bench.replace_readme_block(text, "new table\n")
+        self.assertEqual(new, "intro\n<!-- bench:begin -->\nnew table\n<!-- bench:end -->\nrest\n")
+        self.assertEqual(bench.replace_readme_block(new, "new table"), new)
+        with self.assertRaises(bench.ParseError):
+            bench.replace_readme_block("no markers", "x")
+
+    def test_extract_block(self):
+        md = "# r\n%s\nthe block\n%s\nmore" % (bench.BLOCK_BEGIN, bench.BLOCK_END)
+        self.assertEqual(bench.extract_block(md), "the block")
+
+    def test_markdown_table(self):
+        t = bench.markdown_table(["a", "b"], [[1, 2]])
+        self.assertEqual(t.splitlines(), ["| a | b |", "|---|---:|", "| 1 | 2 |"])
+
+    def test_formatting(self):
+        self.assertEqual(bench.fmt_mops(1.0123e8), "101.2")
+        self.assertEqual(bench.fmt_pct(0.0123), "1.2%")
+        self.assertEqual(bench.fmt_rate(0), "0")
+        self.assertEqual(bench.fmt_rate(1.25e-7), "1.2e-07")
+        self.assertEqual(bench.fmt_mb(2048), "2.0")
+        self.assertEqual(bench.fmt_ratio(float("nan")), "-")
+
+    def test_checksum_mismatch_is_reported(self):
+        w = bench.WORKLOADS[0]
+        allocs = [bench.Allocator("glibc"), bench.Allocator("hakmem", "/x.so")]
+        summary = {(w.name, "glibc"): {"checksum": 5}, (w.name, "hakmem"): {"checksum": 6}}
+        self.assertEqual(len(bench.checksum_notes([w], allocs, summary)), 1)
+        summary[(w.name, "hakmem")]["checksum"] = 5
+        self.assertEqual(bench.checksum_notes([w], allocs, summary), [])
+
+    def test_workloads_have_sane_lengths(self):
+        for w in bench.WORKLOADS:
+            with self.subTest(w=w.name):
+                self.assertLess(w.trace[0], w.trace[1])
+                self.assertLessEqual(w.quick, w.full)
+                if w.callgrind:
+                    self.assertLess(w.callgrind[0], w.callgrind[1])
+
+    def test_allocator_environment(self):
+        base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}
+        env = bench.Allocator("glibc").environment(base)
+        self.assertNotIn("LD_PRELOAD", env)
+        env = bench.Allocator("mi", "/mi.so", {"X": "1"}).environment(base)
+        self.assertEqual(env["LD_PRELOAD"], "/mi.so")
+        self.assertEqual(env["X"], "1")
+
+
+if __name__ == "__main__":
+    unittest.main()
