@@ -27,7 +27,8 @@ HAK_INLINE void *alloc_class(unsigned cls) {
 }
 
 HAK_INLINE void *alloc_small_or_large(size_t n) {
-  if (HAK_LIKELY(n <= HAK_MID_MAX)) return alloc_class(size_class_of(n));
+  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX)) return alloc_class(hak_small_class_tab[(n + 15) >> 4]);
+  if (HAK_LIKELY(n <= HAK_MID_MAX)) return alloc_class(size_class_mid(n));
   return alloc_large_slow(n);
 }
 

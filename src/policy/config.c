@@ -12,7 +12,8 @@ hak_config_t hak_config = {
   .tcache_bytes = 32 * 1024,
   .tcache_max = 128,
   .segment_cache = 4,
-  .dirty_max = (size_t)32 << 20,
+  .dirty_max = (size_t)16 << 20,
+  .purge_delay_ms = 100,
 };
 
 /* Parses "123", "64k", "8M", "1g"; returns false on anything else. */
@@ -47,10 +48,10 @@ static void apply_profile(hak_config_t *c, const char *p) {
   if (!p) return;
   if (strcmp(p, "balanced") == 0) {
     c->profile = HAK_PROFILE_BALANCED;
-    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)8 << 20;
+    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)8 << 20; c->purge_delay_ms = 50;
   } else if (strcmp(p, "lean") == 0) {
     c->profile = HAK_PROFILE_LEAN;
-    c->tcache_bytes = 4 * 1024; c->tcache_max = 32; c->segment_cache = 0; c->dirty_max = (size_t)1 << 20;
+    c->tcache_bytes = 4 * 1024; c->tcache_max = 32; c->segment_cache = 0; c->dirty_max = (size_t)1 << 20; c->purge_delay_ms = 10;
   }
 }
 
@@ -64,6 +65,7 @@ void config_load(void) {
   v = c.tcache_max; env_size("HAKMEM_TCACHE_MAX", 0, HAK_TCACHE_HARD_MAX, &v); c.tcache_max = (uint32_t)v;
   v = c.segment_cache; env_size("HAKMEM_SEGMENT_CACHE", 0, 1024, &v); c.segment_cache = (uint32_t)v;
   env_size("HAKMEM_DIRTY_MAX", 0, (size_t)1 << 40, &c.dirty_max);
+  v = c.purge_delay_ms; env_size("HAKMEM_PURGE_DELAY_MS", 0, 60000, &v); c.purge_delay_ms = (uint32_t)v;
 
   /* A class cache holds about tcache_bytes, at least 4 blocks (so refill and
    * flush move batches) and at most tcache_max; 0 disables the caches. */

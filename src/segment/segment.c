@@ -1,10 +1,12 @@
 /* segment.c — maps 2 MiB segments, carves pages (runs of 64 KiB slices) out of
  * them and takes them back.
  *
- * Policy lives here too: a freed page leaves its slices "dirty" (resident);
- * when the dirty bytes of all segments pass hak_config.dirty_max they are
- * purged in one sweep, so a program that churns pages does not pay a madvise
- * per page. Empty segments beyond hak_config.segment_cache are unmapped. */
+ * Policy lives here too: a freed page leaves its slices "dirty" (resident).
+ * Once the dirty bytes of all segments pass hak_config.dirty_max, segments
+ * dirty for longer than purge_delay_ms are purged, at most one sweep per
+ * delay, so a program that churns pages reuses them instead of paying a
+ * madvise each; past twice the budget everything is purged at once.
+ * Empty segments beyond hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
 #include "guard/registry.h"
 #include "heap/size_class.h"
@@ -14,6 +16,7 @@
 #include "stats/stats.h"
 
 #include <string.h>
+#include <time.h>
 
 #define ALL_SLICES 0xffffffffu
 
@@ -22,6 +25,13 @@ static hak_segment_t *seg_head, *seg_tail;  /* segments with at least one free s
 static size_t seg_empty;                     /* of those, entirely free */
 static size_t dirty_bytes;                   /* free slices holding touched memory */
 static size_t free_slice_bytes;
+static uint32_t last_sweep_ms;
+
+static uint32_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
+}
 
 static void list_push(hak_segment_t *s) {
   s->next = NULL;
@@ -104,6 +114,19 @@ static void purge_all(void) {
     if (s->dirty_mask & s->free_mask) purge_segment(s);
 }
 
+static void purge_policy(void) {
+  if (dirty_bytes <= hak_config.dirty_max) return;
+  if (dirty_bytes > 2 * hak_config.dirty_max) {
+    purge_all();
+    return;
+  }
+  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms;
+  if (now - last_sweep_ms < delay) return;
+  last_sweep_ms = now;
+  for (hak_segment_t *s = seg_head; s; s = s->next)
+    if ((s->dirty_mask & s->free_mask) && now - s->dirty_since >= delay) purge_segment(s);
+}
+
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
@@ -171,6 +194,7 @@ void segment_page_free(hak_page_t *pg) {
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
+  if (!(s->dirty_mask & s->free_mask)) s->dirty_since = now_ms();
   s->dirty_mask |= run;
   dirty_bytes += mask_bytes(run);
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
@@ -178,7 +202,7 @@ void segment_page_free(hak_page_t *pg) {
     seg_empty++;
     if (seg_empty > hak_config.segment_cache) segment_unmap(s);
   }
-  if (dirty_bytes > hak_config.dirty_max) purge_all();
+  purge_policy();
   hak_unlock(&seg_lock);
 }
 
@@ -195,6 +219,7 @@ bool segment_trim(void) {
 }
 
 size_t segment_free_bytes(void) { return free_slice_bytes; }
+size_t segment_dirty_bytes(void) { return dirty_bytes; }
 
 void segment_atfork_prepare(void) { hak_lock(&seg_lock); }
 void segment_atfork_parent(void) { hak_unlock(&seg_lock); }

@@ -14,6 +14,8 @@ void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 bool segment_trim(void) HAK_HIDDEN;
 /* Bytes in free slices of live segments (for mallinfo2). */
 size_t segment_free_bytes(void) HAK_HIDDEN;
+/* Of those, bytes still resident (freed but not yet purged). */
+size_t segment_dirty_bytes(void) HAK_HIDDEN;
 
 void segment_atfork_prepare(void) HAK_HIDDEN;
 void segment_atfork_parent(void) HAK_HIDDEN;

@@ -3,6 +3,7 @@
  * and inside a signal-free allocator path. */
 #include "stats/stats.h"
 #include "heap/size_class.h"
+#include "segment/segment.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -50,6 +51,9 @@ void stats_print(int fd) {
   snprintf(line, sizeof line, "  mapped now %zu KiB, peak %zu KiB; resident now %zu KiB, peak %zu KiB\n",
            atomic_load(&hak_mapped_bytes) >> 10, atomic_load(&hak_mapped_peak) >> 10,
            proc_status_kb("VmRSS:"), proc_status_kb("VmHWM:"));
+  put(fd, line);
+  snprintf(line, sizeof line, "  free slices %zu KiB, of which resident (not yet purged) %zu KiB\n",
+           segment_free_bytes() >> 10, segment_dirty_bytes() >> 10);
   put(fd, line);
 #if HAK_STATS
   for (int e = 0; e < HAK_EV__COUNT; e++) {
