@@ -59,7 +59,6 @@ void config_load(void) {
   hak_config_t c = hak_config;
   apply_profile(&c, getenv("HAKMEM_PROFILE"));
   c.stats_at_exit = env_flag("HAKMEM_STATS");
-  c.verbose = env_flag("HAKMEM_VERBOSE");
   size_t v;
   v = c.tcache_bytes; env_size("HAKMEM_TCACHE_BYTES", 0, (size_t)1 << 24, &v); c.tcache_bytes = (uint32_t)v;
   v = c.tcache_max; env_size("HAKMEM_TCACHE_MAX", 0, HAK_TCACHE_HARD_MAX, &v); c.tcache_max = (uint32_t)v;

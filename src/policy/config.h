@@ -10,7 +10,6 @@ enum { HAK_PROFILE_SPEED = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2 };
 typedef struct hak_config {
   int      profile;        /* HAKMEM_PROFILE=speed|balanced|lean */
   bool     stats_at_exit;  /* HAKMEM_STATS=1 */
-  bool     verbose;        /* HAKMEM_VERBOSE=1: report invalid frees */
   uint32_t tcache_bytes;   /* HAKMEM_TCACHE_BYTES: bytes one class cache aims to hold */
   uint32_t tcache_max;     /* HAKMEM_TCACHE_MAX: most blocks one class cache holds */
   uint32_t segment_cache;  /* HAKMEM_SEGMENT_CACHE: empty segments kept mapped */
