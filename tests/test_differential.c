@@ -38,6 +38,7 @@ typedef struct {
 } slot_t;
 
 static slot_t *g_slots;
+static FILE *g_trace; /* HAKMEM_TEST_TRACE=file: every operation, for replay and diagnosis */
 static size_t g_nslots;
 static uint64_t g_seed;
 static unsigned long g_op;
@@ -132,6 +133,8 @@ static void verify_slot(slot_t *s, size_t i, const char *when)
 static void free_slot(slot_t *s, size_t i)
 {
     verify_slot(s, i, "before free");
+    if (g_trace)
+        fprintf(g_trace, "%lu free slot %zu %p\n", g_op, i, (void *)s->p);
     free(s->p);
     s->p = NULL;
     g_count[OP_FREE]++;
@@ -176,6 +179,8 @@ static void alloc_slot(ht_rng *r, slot_t *s, size_t i)
         s->p = aligned_alloc(s->align, n);
         g_count[OP_ALIGNED_ALLOC]++;
     }
+    if (g_trace)
+        fprintf(g_trace, "%lu %s slot %zu size %zu align %zu -> %p\n", g_op, s->how, i, n, s->align, (void *)s->p);
     check_new_block(s, i);
     if (zeroed) {
         size_t off = over_sample(do_zero, s->p, 0, n, n);
@@ -210,6 +215,8 @@ static void realloc_slot(ht_rng *r, slot_t *s, size_t i)
     s->how = "realloc";
     if (!q)
         FAILX("realloc(%p [slot %zu, size %zu], %zu) returned NULL", (void *)s->p, i, old, n);
+    if (g_trace)
+        fprintf(g_trace, "%lu realloc slot %zu %p size %zu -> %zu = %p\n", g_op, i, (void *)s->p, old, n, (void *)q);
     s->p = q;
     s->size = n;
     s->align = alignof(max_align_t);
@@ -264,6 +271,12 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
+    const char *tr = getenv("HAKMEM_TEST_TRACE");
+    if (tr && *tr) {
+        g_trace = fopen(tr, "w");
+        CHECK(g_trace != NULL, "cannot open trace file %s", tr);
+        setvbuf(g_trace, NULL, _IOLBF, 0);
+    }
     g_slots = calloc(g_nslots, sizeof *g_slots);
     CHECK(g_slots != NULL, "calloc of the slot table failed");
     ht_rng r = { g_seed };
