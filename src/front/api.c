@@ -52,7 +52,7 @@ static void *aligned_core(size_t align, size_t size) {
 /* glibc's memalign: alignment rounded up to a power of two. */
 static void *memalign_glibc(size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return alloc_small_or_large(size);
-  if (align > HAK_MAX_REQUEST / 2 + 1) {
+  if (align > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
     return NULL;
   }

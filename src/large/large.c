@@ -202,9 +202,12 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   if (align >= HAK_SEG_SIZE) return overaligned_alloc(size, align, zero);
   size_t slack = align > HAK_SLICE_SIZE ? align - HAK_SLICE_SIZE : 0;
   size_t room = (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
-  if (size + slack > room || size > room) return huge_alloc(size, align, zero);
-  unsigned n = (unsigned)((size + slack + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
-  if (n == 0) n = 1;
+  if (size + slack + 1 > room || size > room) return huge_alloc(size, align, zero);
+  /* The aligned block may start `slack` bytes in and needs at least one byte
+   * after that, or the pointer would sit at the run's end (even in the next
+   * segment's chunk). */
+  size_t span = size + slack + (size == 0);
+  unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   hak_page_t *pg = segment_page_alloc(n, HAK_CLASS_NONE);
   if (!pg) return NULL;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
