@@ -549,16 +549,16 @@ WORKLOADS = [
              20000000, 100000000, (1000000, 5000000), (200000, 400000),
              "1 thread, ws=400, 64 B only"),
     Workload("mid_mt", "bench_mid_large_mt", lambda n: [2, n, 400],
-             5000000, 20000000, (250000, 1250000), (100000, 200000),
+             8000000, 30000000, (250000, 1250000), (100000, 200000),
              "2 threads, ws=400 each, 1-32 KiB"),
     Workload("large_mt", "bench_mid_large_mt", lambda n: [2, n, 16, "64K", "4M"],
              100000, 500000, (5000, 25000), None,
              "2 threads, ws=16 each, 64 KiB-4 MiB"),
     Workload("larson", "bench_larson", lambda n: [2, n, 50000, 1000],
-             20, 100, (4, 20), None,
+             60, 200, (4, 20), None,
              "2 lineages x rounds of new threads, 1000 blocks 8-1000 B, 25% handed over"),
     Workload("prodcons", "bench_prodcons", lambda n: [1, n],
-             2000000, 10000000, (200000, 1000000), None,
+             3000000, 10000000, (200000, 1000000), None,
              "1 producer -> 1 consumer, 16-1024 B, every free remote"),
     Workload("thread_churn", "bench_thread_churn", lambda n: [n, 4, 500],
              5000, 20000, (500, 2500), None,
@@ -867,8 +867,8 @@ def build_tables(workloads, allocators, summary):
                 row.append("FAIL")
             else:
                 any_sc = True
-                per, total = sc["per_op"], sc["total_per_op"]
-                row.append(fmt_rate(total))
+                # A negative difference is start-up noise between the two runs.
+                row.append(fmt_rate(max(0.0, sc["total_per_op"])))
         if any_sc:
             sys_rows.append(row)
     sys_table = markdown_table(["workload"] + names, sys_rows) if sys_rows else None
@@ -995,7 +995,8 @@ def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel,
     ]
     if sys_table:
         lines += ["", "Memory system calls (mmap+munmap+madvise+brk+mremap) per operation",
-                  "after warm-up (difference of two run lengths under strace):", "",
+                  "after warm-up (difference of two run lengths under strace; 0 means none",
+                  "in the extra operations of the longer run):", "",
                   sys_table]
     if chart_rel:
         lines += ["", "![HAKMEM relative to its peers](%s)" % chart_rel]
@@ -1023,7 +1024,7 @@ def do_compare(args):
     if not allocators:
         log("no allocator to measure")
         return 1
-    runs_n = args.runs or (11 if args.full else 5)
+    runs_n = args.runs or (11 if args.full else 7)
     mode = "full" if args.full else "quick"
     load_start = os.getloadavg()[0]
     log("allocators: " + ", ".join("%s (%s)" % (a.name, a.preload or "no preload")
@@ -1059,7 +1060,8 @@ def do_compare(args):
                 try:
                     short = strace_counts(build_dir, w, w.trace[0], a)
                     progress.step("%s %s strace short run" % (w.name, a.name))
-                    long_ = strace_counts(build_dir, w, w.trace[1], a)
+                    # --full counts over the full timed length: finer resolution.
+                    long_ = strace_counts(build_dir, w, w.full if args.full else w.trace[1], a)
                     per, tot = syscalls_per_op(short, long_)
                     syscalls[(w.name, a.name)] = {"per_op": per, "total_per_op": tot,
                                                   "short": short, "long": long_}
@@ -1112,7 +1114,7 @@ def do_compare(args):
     log("wrote %s.md, %s.csv, %s-runs.csv%s" % (base, base, base,
                                                  ", %s.png" % base if chart_ok else ""))
     if args.update_readme:
-        update_readme(block)
+        update_readme(block, readme=args.readme)
     failed = any(s["failed"] for s in summary.values())
     mismatch = any("CHECKSUM MISMATCH" in n for n in notes)
     return 1 if (failed or mismatch) and args.strict else 0
@@ -1264,8 +1266,8 @@ def latest_report(out_dir):
     return os.path.join(out_dir, names[-1]) if names else None
 
 
-def update_readme(block=None, out_dir=None):
-    readme = os.path.join(ROOT, "README.md")
+def update_readme(block=None, out_dir=None, readme=None):
+    readme = readme or os.path.join(ROOT, "README.md")
     if block is None:
         report = latest_report(out_dir or RESULTS_DIR)
         if not report:
@@ -1275,7 +1277,7 @@ def update_readme(block=None, out_dir=None):
             block = extract_block(f.read())
         log("using %s" % os.path.relpath(report, ROOT))
     if not os.path.exists(readme):
-        log("README.md not found at %s" % readme)
+        log("%s not found" % readme)
         return 1
     with open(readme, encoding="utf-8") as f:
         text = f.read()
@@ -1286,7 +1288,7 @@ def update_readme(block=None, out_dir=None):
         return 1
     with open(readme, "w", encoding="utf-8") as f:
         f.write(new)
-    log("updated README.md")
+    log("updated %s" % readme)
     return 0
 
 
@@ -1537,7 +1539,9 @@ set termoption noenhanced
 set multiplot layout 2,1 title %(title)s
 set grid
 set xlabel "seconds"
+set xrange [0:*]
 set ylabel "M ops/s per epoch"
+set yrange [0:*]
 plot %(data)s using 1:2 with lines notitle
 set ylabel "RSS MB"
 plot %(data)s using 1:3 with lines notitle
@@ -1654,8 +1658,9 @@ def main(argv=None):
     p.add_argument("--update-readme", action="store_true",
                    help="put the latest table between the bench markers in README.md "
                         "(alone: from the newest bench/results/<date>.md)")
+    p.add_argument("--readme", help=argparse.SUPPRESS)
     p.add_argument("--full", action="store_true", help="more iterations and more runs")
-    p.add_argument("--runs", type=int, help="runs per allocator (default 5, --full 11, --ab 10)")
+    p.add_argument("--runs", type=int, help="runs per allocator (default 7, --full 11, --ab 10)")
     p.add_argument("--workloads", help="comma-separated workloads (see --list)")
     p.add_argument("--allocators", help="comma-separated subset of " + ",".join(ALL_ALLOCATORS))
     p.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
@@ -1685,7 +1690,7 @@ def main(argv=None):
 
     if not explicit_build_dir:
         if args.update_readme and not (args.ab or args.soak is not None or args.instructions):
-            return update_readme(out_dir=args.out_dir)
+            return update_readme(out_dir=args.out_dir, readme=args.readme)
         args.build_dir = os.path.join(ROOT, "build-fast")
     if args.list:
         for w in WORKLOADS:
