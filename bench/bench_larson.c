@@ -2,19 +2,21 @@
  *
  * A Larson-style server simulation with fixed work.  There are THREADS
  * lineages; each owns a table of CHUNKS blocks, filled by the main thread
- * before the clock starts.  A lineage runs ROUNDS generations: each generation
- * is a new thread that does ITERS iterations (pick a random victim block, free
- * it, allocate a new block of MIN..MAX bytes (default 8..1000) in its place,
- * write two bytes), then starts its successor and exits, so blocks are freed
- * by threads other than the one that allocated them, many of them after that
- * thread has gone.  In addition REMOTE_PCT percent (default 25) of the victims
- * are not freed by the thread that picked them but handed to the thread of
- * the next lineage (a lock-free mailbox, drained every 64 iterations), like a
- * server passing buffers between workers.
+ * before the clock starts.  The run has ROUNDS rounds; in each round every
+ * lineage gets a new thread that does ITERS iterations (pick a random victim
+ * block, free it, allocate a new block of MIN..MAX bytes (default 8..1000) in
+ * its place, write two bytes) and exits; so most blocks are freed by a thread
+ * other than the one that allocated it, after that thread has gone.  In
+ * addition REMOTE_PCT percent (default 25) of the victims are not freed by the
+ * thread that picked them but handed to the thread of the next lineage
+ * through a lock-free mailbox, drained every 64 iterations and at the end of
+ * each thread (blocks that arrive later are freed by the next round's
+ * thread), like a server passing buffers between workers.  The rounds are
+ * joined one after the other, which bounds the blocks in flight; the work,
+ * the hand-overs ("handed=") and the checksum do not depend on scheduling.
  *
  * Operations = 2 * THREADS * ROUNDS * ITERS (one free and one malloc per
- * iteration).  The clock runs from the first thread start until the last
- * generation of every lineage has finished.
+ * iteration).  The clock covers all rounds, thread creation included.
  */
 #include "bench_common.h"
 #include <pthread.h>
@@ -24,21 +26,18 @@ static const char *USAGE = "THREADS ROUNDS ITERS CHUNKS [MIN MAX [SEED [REMOTE_P
 static const char *prog = "bench_larson";
 
 struct lineage {
-    unsigned index;
+    _Alignas(64) _Atomic(void *) mailbox;   /* blocks handed to this lineage */
+    _Alignas(64) unsigned index;
+    pthread_t tid;
     unsigned char **blocks;
     uint64_t rng;
     uint64_t round;
     uint64_t checksum;
-    _Atomic(void *) mailbox;     /* blocks handed to this lineage to free */
-    char pad[64];
+    uint64_t handed;             /* blocks this lineage handed to the next */
 };
 
 static struct lineage *lines;
 static uint64_t n_lines, n_rounds, n_iters, n_chunks, min_size, max_size, remote_pct;
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static uint64_t done_count;
-static pthread_attr_t detached;
 
 static void mailbox_push(struct lineage *to, void *block)
 {
@@ -67,17 +66,20 @@ static void *generation(void *arg)
     const uint32_t span = (uint32_t)(max_size - min_size + 1);
     const uint32_t nchunks = (uint32_t)n_chunks;
     const uint32_t remote_threshold = (uint32_t)(remote_pct * 65536 / 100);
-    uint64_t rng = l->rng, checksum = l->checksum;
+    uint64_t rng = l->rng, checksum = l->checksum, handed = 0;
 
+    mailbox_drain(l);
     for (uint64_t i = 0; i < n_iters; i++) {
         uint64_t r = bench_rng_next(&rng);
         uint32_t victim = bench_range((uint32_t)(r >> 32), nchunks);
         unsigned char *p = l->blocks[victim];
         checksum += p[0] + p[1];
-        if (((uint32_t)r & 0xffff) < remote_threshold)
+        if (((uint32_t)r & 0xffff) < remote_threshold) {
             mailbox_push(next_line, p);
-        else
+            handed++;
+        } else {
             free(p);
+        }
         size_t sz = (size_t)min_size + bench_range((uint32_t)bench_rng_next(&rng), span);
         p = malloc(sz);
         if (BENCH_UNLIKELY(!p))
@@ -91,16 +93,8 @@ static void *generation(void *arg)
     mailbox_drain(l);
     l->rng = rng;
     l->checksum = checksum;
-    if (++l->round < n_rounds) {
-        pthread_t t;
-        if (pthread_create(&t, &detached, generation, l) != 0)
-            bench_die(prog, "pthread_create failed");
-    } else {
-        pthread_mutex_lock(&done_lock);
-        done_count++;
-        pthread_cond_signal(&done_cond);
-        pthread_mutex_unlock(&done_lock);
-    }
+    l->handed += handed;
+    l->round++;
     return NULL;
 }
 
@@ -132,8 +126,6 @@ int main(int argc, char **argv)
         bench_die(prog, "need THREADS 1..1024, ROUNDS >= 1, CHUNKS 1..2^28, "
                         "8 <= MIN <= MAX, REMOTE_PCT <= 100");
 
-    pthread_attr_init(&detached);
-    pthread_attr_setdetachstate(&detached, PTHREAD_CREATE_DETACHED);
     lines = aligned_alloc(64, sizeof(*lines) * n_lines);
     if (!lines)
         bench_oom(prog, sizeof(*lines) * n_lines);
@@ -159,22 +151,21 @@ int main(int argc, char **argv)
     }
 
     double t0 = bench_now();
-    for (unsigned t = 0; t < n_lines; t++) {
-        pthread_t tid;
-        if (pthread_create(&tid, &detached, generation, &lines[t]) != 0)
-            bench_die(prog, "pthread_create failed");
+    for (uint64_t r = 0; r < n_rounds; r++) {
+        for (unsigned t = 0; t < n_lines; t++)
+            if (pthread_create(&lines[t].tid, NULL, generation, &lines[t]) != 0)
+                bench_die(prog, "pthread_create failed");
+        for (unsigned t = 0; t < n_lines; t++)
+            pthread_join(lines[t].tid, NULL);
     }
-    pthread_mutex_lock(&done_lock);
-    while (done_count < n_lines)
-        pthread_cond_wait(&done_cond, &done_lock);
-    pthread_mutex_unlock(&done_lock);
     double secs = bench_now() - t0;
 
-    uint64_t checksum = 0;
+    uint64_t checksum = 0, handed = 0;
     for (unsigned t = 0; t < n_lines; t++) {
         struct lineage *l = &lines[t];
         mailbox_drain(l);
         checksum += l->checksum;
+        handed += l->handed;
         for (uint64_t c = 0; c < n_chunks; c++) {
             checksum += l->blocks[c][0] + l->blocks[c][1];
             free(l->blocks[c]);
@@ -184,10 +175,11 @@ int main(int argc, char **argv)
     free(lines);
 
     printf("%s threads=%llu rounds=%llu iters=%llu chunks=%llu min=%llu max=%llu seed=%llu "
-           "remote_pct=%llu", prog, (unsigned long long)n_lines, (unsigned long long)n_rounds,
-           (unsigned long long)n_iters, (unsigned long long)n_chunks,
-           (unsigned long long)min_size, (unsigned long long)max_size,
-           (unsigned long long)seed, (unsigned long long)remote_pct);
+           "remote_pct=%llu handed=%llu", prog, (unsigned long long)n_lines,
+           (unsigned long long)n_rounds, (unsigned long long)n_iters,
+           (unsigned long long)n_chunks, (unsigned long long)min_size,
+           (unsigned long long)max_size, (unsigned long long)seed,
+           (unsigned long long)remote_pct, (unsigned long long)handed);
     bench_print_tail(2 * n_lines * n_rounds * n_iters, secs, checksum);
     return 0;
 }

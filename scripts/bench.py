@@ -556,7 +556,7 @@ WORKLOADS = [
              "2 threads, ws=16 each, 64 KiB-4 MiB"),
     Workload("larson", "bench_larson", lambda n: [2, n, 50000, 1000],
              60, 200, (4, 20), None,
-             "2 lineages x rounds of new threads, 1000 blocks 8-1000 B, 25% handed over"),
+             "2 lineages, a new thread per lineage each round, 1000 blocks 8-1000 B, 25% of frees handed to the other lineage"),
     Workload("prodcons", "bench_prodcons", lambda n: [1, n],
              3000000, 10000000, (200000, 1000000), None,
              "1 producer -> 1 consumer, 16-1024 B, every free remote"),
