@@ -13,12 +13,11 @@
 #include <errno.h>
 
 void *alloc_class_slow(unsigned cls) HAK_HIDDEN;
-void  free_slow(void *p, unsigned cls) HAK_HIDDEN;
-void  free_not_registered(void *p) HAK_HIDDEN;
+void  free_slow(void *p) HAK_HIDDEN;
 void *alloc_large_slow(size_t n) HAK_HIDDEN;
 
 HAK_INLINE void *alloc_class(unsigned cls) {
-  hak_bin_t *b = &hak_tls.bins[cls];
+  hak_bin_t *b = bin_of(&hak_tls, cls);
   if (HAK_LIKELY(b->count != 0)) {
     HAK_OBSERVE_INC(cls, HAK_CS_ALLOC_FAST);
     return b->slots[--b->count];
@@ -32,19 +31,16 @@ HAK_INLINE void *alloc_small_or_large(size_t n) {
   return alloc_large_slow(n);
 }
 
+/* One load tells the block's class (or that it is not a small block of
+ * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  if (HAK_LIKELY(registry_has(p))) {
-    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
-    hak_bin_t *b = &hak_tls.bins[cls];
-    if (HAK_LIKELY(b->count < b->cap)) {
-      HAK_OBSERVE_INC(cls, HAK_CS_FREE_FAST);
-      b->slots[b->count++] = p;
-      return;
-    }
-    free_slow(p, cls);
+  hak_bin_t *b = &hak_tls.bins[slice_map_value(p)];
+  if (HAK_LIKELY(b->count < b->cap)) {
+    HAK_OBSERVE_INC((unsigned)(b - hak_tls.bins) - 1, HAK_CS_FREE_FAST);
+    b->slots[b->count++] = p;
     return;
   }
-  free_not_registered(p);
+  free_slow(p);
 }
 
 /* Usable bytes of a block HAKMEM owns (registry already checked). */

@@ -27,12 +27,16 @@ HAK_NOINLINE void *alloc_large_slow(size_t n) {
   return p;
 }
 
-HAK_NOINLINE void free_slow(void *p, unsigned cls) {
-  if (cls == HAK_CLASS_NONE) large_free(p);
-  else heap_flush_free(&hak_tls, cls, p);
-}
-
-HAK_NOINLINE void free_not_registered(void *p) {
+/* Everything the fast path refused: a full cache, a large block, a thread
+ * without a heap, a pointer that is not ours (or not known yet). The
+ * registry is the ground truth here, not the slice map. */
+HAK_NOINLINE void free_slow(void *p) {
+  if (HAK_LIKELY(registry_has(p))) {
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    if (cls == HAK_CLASS_NONE) large_free(p);
+    else heap_flush_free(&hak_tls, cls, p);
+    return;
+  }
   if (!p) return;
   if (overaligned_free(p)) return;
   foreign_free(p);

@@ -1,9 +1,18 @@
-/* registry.h — which 2 MiB chunks of the address space are HAKMEM's.
+/* registry.h — which parts of the address space are HAKMEM's.
  *
- * One bit per chunk over a 48-bit address space (16 MiB of .bss, touched only
- * where HAKMEM has memory). A chunk is marked when a segment or huge block
- * starting there is mapped, so free() tells our pointers from foreign ones with
- * a single load and never reads memory it does not own. */
+ * Two structures answer it. The registry proper: one bit per 2 MiB chunk over
+ * a 48-bit address space (16 MiB of .bss, touched only where HAKMEM has
+ * memory), set when a segment or huge block starting there is mapped; it is
+ * the ground truth the slow paths consult, and never reads memory HAKMEM does
+ * not own.
+ *
+ * The slice map serves free()'s fast path: one byte per 64 KiB slice of the
+ * address space (4 GiB reserved with MAP_NORESERVE at start-up, resident only
+ * where HAKMEM has memory), holding the size class of the slice's page plus
+ * one, HAK_CLASS_NONE + 1 for large blocks, 0 elsewhere. It indexes the TLS
+ * bins directly. Until start-up (or if the reservation is refused) the index
+ * mask is 0, every lookup reads a static zero byte, and all frees go the slow
+ * way. */
 #ifndef HAK_REGISTRY_H
 #define HAK_REGISTRY_H
 
@@ -22,5 +31,19 @@ HAK_INLINE bool registry_has(const void *p) {
 
 void registry_add(const void *chunk) HAK_HIDDEN;
 void registry_remove(const void *chunk) HAK_HIDDEN;
+
+#define HAK_SLICE_MAP_BITS (HAK_VA_BITS - HAK_SLICE_SHIFT)
+
+extern uint8_t *hak_slice_map HAK_HIDDEN;
+extern uintptr_t hak_slice_mask HAK_HIDDEN;
+
+HAK_INLINE unsigned slice_map_value(const void *p) {
+  return hak_slice_map[((uintptr_t)p >> HAK_SLICE_SHIFT) & hak_slice_mask];
+}
+
+/* Reserve the map (start-up, once). */
+void slice_map_init(void) HAK_HIDDEN;
+/* Record value v (class + 1, HAK_CLASS_NONE + 1, or 0) for n slices from p. */
+void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
 
 #endif

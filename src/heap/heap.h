@@ -18,11 +18,17 @@ typedef struct hak_bin {
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
 
+/* bins[v] is indexed by the slice map's value v (see guard/registry.h):
+ * v == 0 (not a small block of ours, or not known yet) and v ==
+ * HAK_CLASS_NONE + 1 (large) are sentinels with cap 0, so those pointers miss
+ * the cache and take the slow path without a branch of their own. */
 typedef struct hak_tls {
-  hak_bin_t   bins[HAK_NCLASSES + 1];   /* +1: HAK_CLASS_NONE, always cap 0 */
+  hak_bin_t   bins[HAK_NCLASSES + 2];
   hak_heap_t *heap;
   uint32_t    state;
 } hak_tls_t;
+
+HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls + 1]; }
 
 extern __thread hak_tls_t hak_tls HAK_HIDDEN __attribute__((tls_model("initial-exec")));
 
@@ -32,7 +38,6 @@ struct hak_heap {
   hak_page_list_t avail[HAK_NCLASSES];  /* pages with blocks to hand out; head is current */
   hak_page_list_t full[HAK_NCLASSES];   /* pages with none; remote frees bring them back */
   _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
-  hak_bin_t  *bins;                     /* owner thread's TLS bins; NULL for the shared heap */
   hak_heap_t *pool_next;                /* free-heap pool link */
   void      **slot_store;               /* backing store of the bins' slots */
 };

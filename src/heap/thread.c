@@ -45,7 +45,6 @@ static hak_heap_t *heap_new(void) {
 }
 
 static void heap_recycle(hak_heap_t *h) {
-  h->bins = NULL;
   hak_lock(&pool_lock);
   h->pool_next = pool_free;
   pool_free = h;
@@ -60,7 +59,7 @@ static void thread_exit(void *arg) {
   heap_flush_all(t);
   /* From here on this thread allocates from the shared heap and frees
    * remotely: other TLS destructors may still run after this one. */
-  for (unsigned c = 0; c <= HAK_NCLASSES; c++) t->bins[c] = (hak_bin_t){0};
+  for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) t->bins[v] = (hak_bin_t){0};
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
   heap_destroy(h);
@@ -77,13 +76,12 @@ bool thread_heap_init(hak_tls_t *t) {
   if (!h) return false;
   void **slot = h->slot_store;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    t->bins[c].slots = slot;
-    t->bins[c].count = 0;
-    t->bins[c].cap = hak_config.tcache_cap[c];
+    hak_bin_t *b = bin_of(t, c);
+    b->slots = slot;
+    b->count = 0;
+    b->cap = hak_config.tcache_cap[c];
     slot += hak_config.tcache_cap[c];
   }
-  t->bins[HAK_CLASS_NONE] = (hak_bin_t){0};
-  h->bins = t->bins;
   t->heap = h;
   t->state = HAK_THREAD_LIVE;
   /* May allocate (for high key numbers); the heap is live, so that works. */
@@ -103,7 +101,7 @@ void *shared_alloc(unsigned cls) {
 
 void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
   if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) return shared_alloc(cls);
-  hak_bin_t *b = &t->bins[cls];
+  hak_bin_t *b = bin_of(t, cls);
   if (b->count) return b->slots[--b->count];
   void *p;
   if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
@@ -120,7 +118,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
     remote_push(page_of(p), p, p, 1);
     return;
   }
-  hak_bin_t *b = &t->bins[cls];
+  hak_bin_t *b = bin_of(t, cls);
   if (b->count < b->cap) { /* the heap was just created */
     b->slots[b->count++] = p;
     return;
@@ -141,7 +139,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
 void heap_flush_all(hak_tls_t *t) {
   if (t->state != HAK_THREAD_LIVE) return;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_bin_t *b = &t->bins[c];
+    hak_bin_t *b = bin_of(t, c);
     if (!b->count) continue;
     heap_return_blocks(t->heap, b->slots, b->count);
     b->count = 0;

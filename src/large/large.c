@@ -56,6 +56,7 @@ static hak_segment_t *huge_cache_take(size_t map) {
 
 static void huge_unmap(hak_segment_t *s) {
   registry_remove(s);
+  slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   os_unmap(s, s->map_size);
 }
@@ -71,6 +72,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   hak_unlock(&large_lock);
   bool fresh = s == NULL;
   if (!s) {
+    slice_map_init();
     s = os_map_aligned(map, HAK_SEG_SIZE);
     if (!s) {
       hak_lock(&large_lock);
@@ -79,6 +81,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
       return NULL;
     }
     s->map_size = map;
+    slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
     registry_add(s);
   }
   s->kind = HAK_SEG_HUGE;

@@ -57,6 +57,7 @@ static size_t mask_bytes(uint32_t m) {
 }
 
 static hak_segment_t *segment_map(void) {
+  slice_map_init();
   hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE);
   if (!s) return NULL;
   s->magic = HAK_SEG_MAGIC;
@@ -65,6 +66,7 @@ static hak_segment_t *segment_map(void) {
   s->map_size = HAK_SEG_SIZE;
   s->free_mask = ALL_SLICES;
   s->dirty_mask = 0;
+  slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
   registry_add(s);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
   free_slice_bytes += mask_bytes(ALL_SLICES);
@@ -79,6 +81,7 @@ static void segment_unmap(hak_segment_t *s) {
   dirty_bytes -= mask_bytes(s->dirty_mask);
   free_slice_bytes -= mask_bytes(ALL_SLICES);
   registry_remove(s);
+  slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   os_unmap(s, HAK_SEG_SIZE);
   HAK_STAT_INC(HAK_EV_SEGMENT_UNMAP);
@@ -151,6 +154,7 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   /* Published last: a block of this page can reach free() only after the
    * page is handed out, which orders these stores before that read. */
   for (unsigned i = first; i < first + n; i++) s->slice_cls[i] = (uint8_t)cls;
+  slice_map_set(base, n, cls + 1);
 }
 
 hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
@@ -189,6 +193,7 @@ void segment_page_free(hak_page_t *pg) {
     s->slice_cls[i] = HAK_CLASS_NONE;
     s->slice_page[i] = NULL;
   }
+  slice_map_set((uint8_t *)s + (size_t)first * HAK_SLICE_SIZE, n, HAK_CLASS_NONE + 1);
   pg->state = HAK_PAGE_FREE;
   atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
   if (s->free_mask == 0) list_push(s);

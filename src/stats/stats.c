@@ -11,6 +11,7 @@
 
 hak_stats_t hak_stats;
 
+#if HAK_STATS
 static const char *const ev_names[HAK_EV__COUNT] = {
   "mmap", "munmap", "madvise", "mremap",
   "segment_map", "segment_unmap", "segment_reuse",
@@ -21,6 +22,7 @@ static const char *const ev_names[HAK_EV__COUNT] = {
   "foreign_free", "foreign_realloc", "foreign_usable_size",
   "thread_init", "thread_exit", "shared_heap_alloc",
 };
+#endif
 
 static void put(int fd, const char *s) {
   size_t n = strlen(s);
