@@ -781,7 +781,24 @@ def machine_info():
     if not cpu:
         cpu = os.uname().machine
     return {"nproc": os.cpu_count(), "cpu": cpu, "kernel": os.uname().release,
-            "arch": os.uname().machine, "glibc": glibc_version()}
+            "arch": os.uname().machine, "glibc": glibc_version(), "rev": git_revision()}
+
+
+def git_revision():
+    """`git describe --always --dirty` of the source tree, or None."""
+    try:
+        out = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def display_path(path):
+    """Paths inside the repository are shown relative to it."""
+    if path and os.path.isabs(path) and path.startswith(ROOT + os.sep):
+        return os.path.relpath(path, ROOT)
+    return path
 
 
 def machine_line(m):
@@ -984,7 +1001,8 @@ unset multiplot
 
 def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes):
     lines = [
-        "_%s, %s run on %s._" % (date, mode, machine_line(machine)),
+        "_%s, %s run on %s%s._" % (date, mode, machine_line(machine),
+                                   ", source %s" % machine["rev"] if machine.get("rev") else ""),
         "",
         "Median throughput in million operations per second (one operation = one",
         "malloc, free or realloc) with the coefficient of variation over the runs,",
@@ -1164,6 +1182,9 @@ def write_report_md(path, date, mode, machine, command, allocators, workloads, r
                     elapsed, block, summary):
     lines = ["# HAKMEM benchmarks, %s (%s)" % (date, mode), ""]
     lines.append("Machine: %s.  " % machine_line(machine))
+    rev = git_revision()
+    if rev:
+        lines.append("Source: %s.  " % rev)
     lines.append("Runs per allocator and workload: %d, allocators alternating run by run; "
                  "total time %s." % (runs_n, fmt_duration(elapsed)))
     lines.append("")
@@ -1171,7 +1192,7 @@ def write_report_md(path, date, mode, machine, command, allocators, workloads, r
     lines.append("")
     for a in allocators:
         ver = package_version(a.package) if a.package else None
-        lines.append("- %s: %s%s" % (a.name, a.preload or "C library, no preload",
+        lines.append("- %s: %s%s" % (a.name, display_path(a.preload) or "C library, no preload",
                                      " (package version %s)" % ver if ver else ""))
     lines += ["", "Workloads (`n` varies with --full):", ""]
     for w in workloads:
@@ -1473,7 +1494,9 @@ def do_soak(args):
                 except (ParseError, KeyError):
                     pass
 
+        load_before = os.getloadavg()[0]
         res = run_measured(cmd, a.environment(), timeout=args.soak * 3 + 120, on_line=on_line)
+        load_note = load_warning(load_before, os.getloadavg()[0])
         check_run(res, "bench_soak")
         try:
             epochs = parse_epochs(res.stdout)
@@ -1494,6 +1517,7 @@ def do_soak(args):
                   [[e["epoch"], e.get("elapsed", ""), e["ops"], g(e["secs"]),
                     g(e["ops_per_sec"]), g(e["ns_per_op"]), e["rss_kb"]] for e in epochs])
         chart = chart_soak(base + ".png", epochs, a.name, args.soak)
+        st["note"] = load_note
         reports.append((a, st, base, chart, format_cmd(cmd, a), res.error))
     if not reports:
         return 1
@@ -1520,7 +1544,8 @@ def do_soak(args):
                         a.name, date, machine_line(machine_info()), cmd,
                         markdown_table(header, [r for r in rows if r[0].startswith(a.name)]),
                         st["window"], fmt_mops(st["first_epoch_ops_per_sec"]),
-                        "\n![soak](%s)\n" % os.path.basename(chart) if chart else ""))
+                        ("\nNote: %s.\n" % st["note"] if st.get("note") else "")
+                        + ("\n![soak](%s)\n" % os.path.basename(chart) if chart else "")))
         log("wrote %s.csv, %s.md%s" % (base, base, ", " + chart if chart else ""))
     return rc
 
