@@ -49,9 +49,6 @@
 typedef struct hak_heap hak_heap_t;
 typedef struct hak_segment hak_segment_t;
 
-/* Remote-queue states of a page (see remote/remote.c for the handshake). */
-enum { HAK_Q_IDLE = 0, HAK_Q_NOTIFYING = 1, HAK_Q_QUEUED = 2 };
-
 /* Which list of its heap a page sits on. */
 enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK_PAGE_LARGE, HAK_PAGE_TAIL };
 
@@ -72,8 +69,9 @@ typedef struct hak_page {
   struct hak_page *next;   /* heap list / abandoned list */
   struct hak_page *prev;
   _Atomic(hak_heap_t *) owner;    /* NULL when abandoned */
-  _Atomic(void *)       remote;   /* blocks freed by other threads (MPSC stack) */
-  _Atomic(uint32_t)     qstate;   /* HAK_Q_*: queued on the owner's remote stack? */
+  /* Blocks freed by other threads (MPSC stack), with bit 0 set while the page
+   * is queued on its owner's remote-page stack (see remote/remote.c). */
+  _Atomic(uintptr_t)    remote;
   uint32_t  first_slice;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
   size_t    large_size;    /* large page: bytes requested (for stats) */

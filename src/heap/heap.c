@@ -54,10 +54,10 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
 }
 
 /* An empty page goes back to its segment, unless it is the class's only page
- * (then the next refill would just fetch it again) or it still sits on the
- * remote-page stack (then whoever pops it retires it). */
+ * (then the next refill would just fetch it again) or it is queued for its
+ * remote frees (then it is retired when popped). */
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
-  if (atomic_load_explicit(&p->qstate, memory_order_acquire) != HAK_Q_IDLE) return;
+  if (!remote_idle(p)) return;
   hak_page_list_t *l = &h->avail[p->cls];
   if (l->head == p && p->next == NULL) return;
   list_remove(l, p);
@@ -84,9 +84,9 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
   return n;
 }
 
-static void splice_remote(hak_page_t *p) {
+static void splice_remote(hak_page_t *p, bool keep_queued) {
   void *head, *tail;
-  unsigned n = remote_take(p, &head, &tail);
+  unsigned n = remote_take(p, keep_queued, &head, &tail);
   if (!n) return;
   *(void **)tail = p->free;
   p->free = head;
@@ -94,9 +94,10 @@ static void splice_remote(hak_page_t *p) {
 }
 
 void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
+  /* Owner first: the take below clears the queued bit, and the next remote
+   * free signals whoever owner says. */
   atomic_store_explicit(&p->owner, h, memory_order_release);
-  atomic_store_explicit(&p->qstate, HAK_Q_IDLE, memory_order_seq_cst);
-  splice_remote(p);
+  splice_remote(p, false);
   if (page_has_free(p)) {
     p->state = HAK_PAGE_AVAIL;
     list_push_tail(&h->avail[p->cls], p);
@@ -107,9 +108,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
 }
 
 void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
-  while (atomic_load_explicit(&p->qstate, memory_order_acquire) == HAK_Q_NOTIFYING) cpu_relax();
-  atomic_store_explicit(&p->qstate, HAK_Q_IDLE, memory_order_seq_cst);
-  splice_remote(p);
+  splice_remote(p, false);
   if (p->state == HAK_PAGE_FULL && page_has_free(p)) page_to_avail(h, p);
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
 }
@@ -117,7 +116,7 @@ void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
 void heap_collect_remote(hak_heap_t *h) {
   hak_page_t *p = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
   while (p) {
-    hak_page_t *next = p->qnext; /* read first: once IDLE, p may be pushed again */
+    hak_page_t *next = p->qnext; /* read first: once taken, p may be pushed again */
     heap_page_collect(h, p);
     p = next;
   }
@@ -185,13 +184,19 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
 
 void heap_destroy(hak_heap_t *h) {
   heap_collect_remote(h);
-  /* Fence every page: after this no thread pushes onto h->remote_pages, so
-   * draining it once more leaves the stack empty for good. */
+  /* Fence every page. A page whose bit was already set has a signal on our
+   * stack or on its way; wait for each of them, after which no thread will
+   * touch h->remote_pages again. */
+  unsigned pending = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    for (hak_page_t *p = h->avail[c].head; p; p = p->next) remote_fence(p);
-    for (hak_page_t *p = h->full[c].head; p; p = p->next) remote_fence(p);
+    for (hak_page_t *p = h->avail[c].head; p; p = p->next) pending += remote_fence(p);
+    for (hak_page_t *p = h->full[c].head; p; p = p->next) pending += remote_fence(p);
   }
-  (void)atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
+  while (pending) {
+    hak_page_t *q = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
+    for (; q; q = q->qnext) pending--;
+    if (pending) cpu_relax();
+  }
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
     for (int k = 0; k < 2; k++) {
@@ -199,9 +204,13 @@ void heap_destroy(hak_heap_t *h) {
       while (p) {
         hak_page_t *next = p->next;
         p->next = p->prev = NULL;
-        splice_remote(p);
-        if (p->used == 0) segment_page_free(p);
-        else abandon_page(p);
+        splice_remote(p, true); /* abandoned pages stay fenced until adopted */
+        if (p->used == 0) {
+          atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
+          segment_page_free(p);
+        } else {
+          abandon_page(p);
+        }
         p = next;
       }
       lists[k]->head = lists[k]->tail = NULL;

@@ -2,15 +2,23 @@
  *
  * A block freed by a thread that does not own its page travels in a chain
  * (all blocks of one page from one cache flush) pushed with a single CAS onto
- * page->remote. The owner is told once per page, not once per block: the
- * pusher that moves page->qstate from IDLE to NOTIFYING pushes the page onto
- * its owner's remote_pages stack and then marks it QUEUED. The owner pops the
- * stack, waits out NOTIFYING, stores IDLE, then takes page->remote whole; a
- * block pushed after that take finds IDLE and signals again, so none is lost.
+ * page->remote. The same CAS sets bit 0 of that word, "queued": the pusher
+ * that finds it clear owes the owner one signal, pushing the page onto the
+ * owner's remote_pages stack; later pushers add blocks silently. The owner
+ * pops the stack and takes page->remote whole with an exchange that also
+ * clears the bit, so the next push signals again. No block waits unseen, and
+ * a page is never on the stack twice.
  *
- * A dying heap first moves every page to QUEUED (remote_fence): from then on no
- * thread touches its stack, so the heap can be recycled. Abandoned pages stay
- * QUEUED (remote frees pile up silently) until a live heap adopts them. */
+ * The bit also keeps a page alive: while it is set a signal may be in flight,
+ * so the owner retires a page only when the word is 0 (no block pending, no
+ * signal on its way) and no block is out (used == 0), after which no thread
+ * can reach the page through a block any more.
+ *
+ * A dying heap sets the bit on all its pages (remote_fence) and drains its
+ * stack until every signal it saw in flight has arrived: from then on no
+ * thread touches the stack, so the heap can be recycled. Abandoned pages keep
+ * the bit (remote frees pile up silently) until a live heap adopts them and
+ * takes the list, clearing it. */
 #include "remote/remote.h"
 #include "heap/heap.h"
 #include "os/lock.h"
@@ -20,51 +28,41 @@ static hak_lock_t abandoned_lock = HAK_LOCK_INIT;
 static hak_page_t *abandoned[HAK_NCLASSES];
 
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
-  void *head = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   do {
-    *(void **)last = head;
-  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &head, first, memory_order_seq_cst,
-                                                  memory_order_relaxed));
+    *(void **)last = (void *)(old & ~HAK_REMOTE_QUEUED);
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, (uintptr_t)first | HAK_REMOTE_QUEUED,
+                                                  memory_order_acq_rel, memory_order_relaxed));
   HAK_STAT_ADD(HAK_EV_REMOTE_FREE, n);
   HAK_STAT_INC(HAK_EV_REMOTE_BATCH);
   (void)n;
-  if (atomic_load_explicit(&page->qstate, memory_order_seq_cst) != HAK_Q_IDLE) return;
-  uint32_t expect = HAK_Q_IDLE;
-  if (!atomic_compare_exchange_strong_explicit(&page->qstate, &expect, HAK_Q_NOTIFYING, memory_order_acquire,
-                                               memory_order_relaxed))
-    return;
+  if (old & HAK_REMOTE_QUEUED) return;
+  /* Ours to signal. The page cannot be retired until its owner pops it. */
   hak_heap_t *h = atomic_load_explicit(&page->owner, memory_order_acquire);
-  if (h) {
-    hak_page_t *top = atomic_load_explicit(&h->remote_pages, memory_order_relaxed);
-    do {
-      page->qnext = top;
-    } while (!atomic_compare_exchange_weak_explicit(&h->remote_pages, &top, page, memory_order_release,
-                                                    memory_order_relaxed));
-  }
-  atomic_store_explicit(&page->qstate, HAK_Q_QUEUED, memory_order_release);
+  hak_page_t *top = atomic_load_explicit(&h->remote_pages, memory_order_relaxed);
+  do {
+    page->qnext = top;
+  } while (!atomic_compare_exchange_weak_explicit(&h->remote_pages, &top, page, memory_order_release,
+                                                  memory_order_relaxed));
 }
 
-unsigned remote_take(hak_page_t *page, void **out_head, void **out_tail) {
-  void *list = atomic_exchange_explicit(&page->remote, NULL, memory_order_seq_cst);
+unsigned remote_take(hak_page_t *page, bool keep_queued, void **out_head, void **out_tail) {
+  uintptr_t v = atomic_exchange_explicit(&page->remote, keep_queued ? HAK_REMOTE_QUEUED : 0, memory_order_acq_rel);
+  void *list = (void *)(v & ~HAK_REMOTE_QUEUED);
   unsigned n = 0;
   void *tail = NULL;
-  for (void *b = list; b; b = *(void **)b) { tail = b; n++; }
+  for (void *b = list; b; b = *(void **)b) {
+    tail = b;
+    n++;
+  }
   *out_head = list;
   *out_tail = tail;
   if (n) HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
   return n;
 }
 
-void remote_fence(hak_page_t *page) {
-  for (;;) {
-    uint32_t s = atomic_load_explicit(&page->qstate, memory_order_acquire);
-    if (s == HAK_Q_QUEUED) return;
-    if (s == HAK_Q_IDLE &&
-        atomic_compare_exchange_weak_explicit(&page->qstate, &s, HAK_Q_QUEUED, memory_order_acq_rel,
-                                              memory_order_relaxed))
-      return;
-    cpu_relax();
-  }
+bool remote_fence(hak_page_t *page) {
+  return atomic_fetch_or_explicit(&page->remote, HAK_REMOTE_QUEUED, memory_order_acq_rel) & HAK_REMOTE_QUEUED;
 }
 
 void abandon_page(hak_page_t *page) {
