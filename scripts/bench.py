@@ -1044,7 +1044,13 @@ def do_compare(args):
         return 1
     runs_n = args.runs or (11 if args.full else 7)
     mode = "full" if args.full else "quick"
+    if args.wait_idle:
+        wait_idle(args.wait_idle)
     load_start = os.getloadavg()[0]
+    busy_start = cpu_busy_fraction(1.0)
+    if busy_start > 0.25:
+        notes.append("CPUs were %.0f%% busy with other work when the run started: expect "
+                     "noise" % (busy_start * 100))
     log("allocators: " + ", ".join("%s (%s)" % (a.name, a.preload or "no preload")
                                    for a in allocators))
     do_sys = not args.no_syscalls and shutil.which("strace") is not None
@@ -1093,7 +1099,7 @@ def do_compare(args):
                     progress.done = min(total, progress.done + 1)
     elapsed = time.perf_counter() - t_start
     load_note = load_warning(load_start, os.getloadavg()[0])
-    if load_note:
+    if load_note and busy_start <= 0.25:
         notes.append(load_note)
     summary = summarize(workloads, allocators, runs, syscalls)
     notes += checksum_notes(workloads, allocators, summary)
@@ -1136,6 +1142,37 @@ def do_compare(args):
     failed = any(s["failed"] for s in summary.values())
     mismatch = any("CHECKSUM MISMATCH" in n for n in notes)
     return 1 if (failed or mismatch) and args.strict else 0
+
+
+def cpu_busy_fraction(interval=1.0):
+    """Fraction of all CPUs busy over `interval` seconds (from /proc/stat)."""
+    def sample():
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields), idle
+    try:
+        t0, i0 = sample()
+        time.sleep(interval)
+        t1, i1 = sample()
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+    return 1.0 - (i1 - i0) / float(t1 - t0) if t1 > t0 else float("nan")
+
+
+def wait_idle(max_seconds, busy_max=0.15, quiet_needed=3):
+    """Wait until the CPUs have been (nearly) idle for quiet_needed seconds."""
+    deadline = time.perf_counter() + max_seconds
+    quiet = 0
+    while time.perf_counter() < deadline:
+        busy = cpu_busy_fraction(1.0)
+        quiet = quiet + 1 if busy <= busy_max else 0
+        if quiet >= quiet_needed:
+            return True
+        if quiet == 0:
+            log("waiting for an idle machine: CPUs %.0f%% busy" % (busy * 100))
+    log("machine still busy after %ds: running anyway" % max_seconds)
+    return False
 
 
 def load_warning(before, after, threshold=0.5):
@@ -1694,6 +1731,8 @@ def main(argv=None):
     p.add_argument("--strict", action="store_true",
                    help="exit 1 if any run failed or checksums differ")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--wait-idle", type=int, metavar="SECONDS", default=0,
+                   help="first wait up to SECONDS for other work on the machine to stop")
     p.add_argument("--reproduce", help=argparse.SUPPRESS)
     g_ab = p.add_argument_group("A/B (--ab)")
     for side in ("a", "b"):
