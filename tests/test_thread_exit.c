@@ -341,17 +341,141 @@ static void test_detached(void)
     usleep(100000);
 }
 
+/* ---- resident memory over many thread lifetimes ----------------------- */
+
+/* (1) Short threads that allocate in many size classes, free half themselves
+ * and leave the other half to main, then exit: after 1000 of them (warm),
+ * 7000 more must not raise resident memory by more than 16 MiB - nothing is
+ * live between batches.
+ * (2) Threads, two at a time, that each do 1000 steps on a shared table of
+ * 2048 slots: malloc a block (16 B .. 32 KiB), swap it into a random slot,
+ * free the block that was there - mostly one of an exited thread, so pages of
+ * exited threads end up partly used and partly free.  The live set is the
+ * table (constant, ~10 MiB).  After 100 threads (warm), 500 more must not
+ * raise resident memory by more than 16 MiB + 25%.  An allocator that never
+ * reuses the partly-free pages of exited threads grows with every thread.
+ * glibc stays flat in both. */
+enum { CHURN_BLOCKS = 48 };
+typedef struct {
+    void *left[CHURN_BLOCKS / 2];
+} churn_out_t;
+
+static void *churn_thread(void *arg)
+{
+    churn_out_t *o = arg;
+    void *b[CHURN_BLOCKS];
+    for (unsigned i = 0; i < CHURN_BLOCKS; i++) {
+        size_t n = (size_t)16 << (i % 12); /* 16 B .. 32 KiB */
+        b[i] = malloc(n + i);
+        CHECK(b[i] != NULL, "malloc failed");
+        memset(b[i], (int)i, 16);
+    }
+    for (unsigned i = 0; i < CHURN_BLOCKS; i += 2)
+        free(b[i]);
+    for (unsigned i = 1; i < CHURN_BLOCKS; i += 2)
+        o->left[i / 2] = b[i];
+    return NULL;
+}
+
+#define TABLE 2048
+static _Atomic(unsigned char *) g_table[TABLE];
+static atomic_uint g_table_thread;
+
+static void *table_thread(void *arg)
+{
+    (void)arg;
+    unsigned id = atomic_fetch_add(&g_table_thread, 1);
+    ht_rng r = { ht_mix64(id + 1) };
+    for (unsigned i = 0; i < 1000; i++) {
+        size_t n = ((size_t)16 << ht_below(&r, 11)) + ht_below(&r, 16 << 10 >> 2); /* ~16 B .. 20 KiB */
+        unsigned char *p = malloc(n);
+        CHECK(p != NULL, "malloc(%zu) failed", n);
+        memcpy(p, &n, sizeof n);
+        p[n - 1] = (unsigned char)n;
+        unsigned char *old = atomic_exchange(&g_table[ht_below(&r, TABLE)], p);
+        if (old) {
+            size_t on;
+            memcpy(&on, old, sizeof on);
+            CHECK(on >= 16 && on <= 64 * 1024 && old[on - 1] == (unsigned char)on,
+                  "table block %p (size %zu) was changed", (void *)old, on);
+            free(old);
+        }
+    }
+    return NULL;
+}
+
+static size_t g_rss1_warm, g_rss1_peak, g_rss2_warm, g_rss2_peak;
+
+static void test_exit_rss(void)
+{
+    /* (1) */
+    enum { BATCH = 4, WARM = 1000, TOTAL = 8000 };
+    churn_out_t out[BATCH];
+    for (unsigned t = 0; t < TOTAL; t += BATCH) {
+        pthread_t th[BATCH];
+        for (unsigned i = 0; i < BATCH; i++)
+            CHECK(pthread_create(&th[i], NULL, churn_thread, &out[i]) == 0, "pthread_create failed");
+        for (unsigned i = 0; i < BATCH; i++)
+            CHECK(pthread_join(th[i], NULL) == 0, "pthread_join failed");
+        for (unsigned i = 0; i < BATCH; i++)
+            for (unsigned j = 0; j < CHURN_BLOCKS / 2; j++) {
+                unsigned char *p = out[i].left[j];
+                CHECK(p[0] == (unsigned char)(2 * j + 1), "block left by an exited thread was changed");
+                free(p);
+            }
+        if (t + BATCH == WARM)
+            g_rss1_warm = ht_rss_bytes();
+        if (t + BATCH > WARM && (t + BATCH) % 500 == 0) {
+            size_t rss = ht_rss_bytes();
+            if (rss > g_rss1_peak)
+                g_rss1_peak = rss;
+            CHECK(rss <= g_rss1_warm + 16 * 1024 * 1024,
+                  "resident memory grows with the number of exited threads: %.1f MiB after %u threads, "
+                  "%.1f MiB after %u (nothing is live in between): about %.1f KiB per exited thread",
+                  (double)rss / 1048576, t + BATCH, (double)g_rss1_warm / 1048576, (unsigned)WARM,
+                  (double)(rss - g_rss1_warm) / 1024 / (t + BATCH - WARM));
+        }
+    }
+    /* (2) */
+    enum { WARM2 = 100, TOTAL2 = 600 };
+    for (unsigned t = 0; t < TOTAL2; t += 2) {
+        pthread_t a, b;
+        CHECK(pthread_create(&a, NULL, table_thread, NULL) == 0, "pthread_create failed");
+        CHECK(pthread_create(&b, NULL, table_thread, NULL) == 0, "pthread_create failed");
+        CHECK(pthread_join(a, NULL) == 0 && pthread_join(b, NULL) == 0, "pthread_join failed");
+        if (t + 2 == WARM2)
+            g_rss2_warm = ht_rss_bytes();
+        if (t + 2 > WARM2 && (t + 2) % 50 == 0) {
+            size_t rss = ht_rss_bytes();
+            if (rss > g_rss2_peak)
+                g_rss2_peak = rss;
+            size_t bound = g_rss2_warm + g_rss2_warm / 4 + 16 * 1024 * 1024;
+            CHECK(rss <= bound,
+                  "resident memory grows as threads exit leaving blocks in a shared table (live set "
+                  "constant): %.1f MiB after %u threads, %.1f MiB after %u (bound %.1f MiB): about %.1f KiB "
+                  "per exited thread",
+                  (double)rss / 1048576, t + 2, (double)g_rss2_warm / 1048576, (unsigned)WARM2,
+                  (double)bound / 1048576, (double)(rss - g_rss2_warm) / 1024 / (t + 2 - WARM2));
+        }
+    }
+    for (unsigned i = 0; i < TABLE; i++)
+        free(atomic_exchange(&g_table[i], NULL));
+}
+
 int main(void)
 {
     hak_test_require_hakmem("test_thread_exit");
     test_key_destructors();
     test_exit_without_free();
     test_detached();
+    test_exit_rss();
     printf("test_thread_exit: OK: 160 threads with key destructors that free/malloc/set a second key "
            "(%lu + %lu + %lu calls) and thread_atexit destructors; 120 threads exiting without freeing "
            "(blocks checked, realloc'ed and freed by main or later threads while others allocate); "
-           "160 detached threads%s\n",
+           "160 detached threads; RSS over 8000 short threads %.1f -> at most %.1f MiB, over 600 threads "
+           "sharing a table %.1f -> at most %.1f MiB%s\n",
            atomic_load(&g_dtor_first), atomic_load(&g_dtor_second), atomic_load(&g_dtor_again),
-           hak_test_owns ? "" : " [plain]");
+           (double)g_rss1_warm / 1048576, (double)g_rss1_peak / 1048576, (double)g_rss2_warm / 1048576,
+           (double)g_rss2_peak / 1048576, hak_test_owns ? "" : " [plain]");
     return 0;
 }
