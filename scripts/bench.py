@@ -572,6 +572,9 @@ WORKLOADS = [
     Workload("realloc", "bench_realloc", lambda n: [n, 256, "64K"],
              2000000, 10000000, (200000, 1000000), (100000, 200000),
              "256 growing buffers (string builders and vectors) up to 64 KiB"),
+    Workload("realloc_large", "bench_realloc", lambda n: [n, 64, "8M"],
+             15000, 60000, (3000, 15000), None,
+             "64 growing buffers up to 8 MiB (large reallocs)"),
 ]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}
 
