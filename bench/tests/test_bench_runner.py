@@ -282,6 +282,17 @@ class StatsTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             bench.syscalls_per_op(long_, short)
 
+    def test_syscall_cell_falls_back_on_bursty_runs(self):
+        short = (60000, {"madvise": 20000})
+        long_ = (300000, {"madvise": 12000, "mmap": 30, "mprotect": 1000})
+        per, total = bench.syscalls_per_op(short, long_)
+        sc = {"per_op": per, "total_per_op": total, "short": short, "long": long_}
+        self.assertLess(total, 0)
+        self.assertEqual(bench.fmt_syscall_cell(sc), "0.04*")     # (12000 + 30) / 300000
+        per, total = bench.syscalls_per_op(long_, (600000, {"madvise": 24000, "mmap": 30}))
+        sc = {"per_op": per, "total_per_op": total, "short": long_, "long": None}
+        self.assertEqual(bench.fmt_syscall_cell(sc), "0.04")
+
     def test_instructions_per_op(self):
         self.assertAlmostEqual(bench.instructions_per_op((200000, 1_000_000 + 200000 * 56),
                                                          (400000, 1_000_000 + 400000 * 56)), 56)
