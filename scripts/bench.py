@@ -1072,11 +1072,7 @@ def do_compare(args):
     mode = "full" if args.full else "quick"
     if args.wait_idle:
         wait_idle(args.wait_idle)
-    load_start = os.getloadavg()[0]
-    busy_start = cpu_busy_fraction(1.0)
-    if busy_start > 0.25:
-        notes.append("CPUs were %.0f%% busy with other work when the run started: expect "
-                     "noise" % (busy_start * 100))
+    meter = CpuMeter()
     log("allocators: " + ", ".join("%s (%s)" % (a.name, a.preload or "no preload")
                                    for a in allocators))
     do_sys = not args.no_syscalls and shutil.which("strace") is not None
@@ -1124,9 +1120,10 @@ def do_compare(args):
                                  % (w.name, a.name, str(e).splitlines()[0]))
                     progress.done = min(total, progress.done + 1)
     elapsed = time.perf_counter() - t_start
-    load_note = load_warning(load_start, os.getloadavg()[0])
-    if load_note and busy_start <= 0.25:
-        notes.append(load_note)
+    others = meter.others_fraction()
+    if others > 0.05:
+        notes.append("other processes used %.0f%% of the CPUs during the run: expect noise"
+                     % (others * 100))
     summary = summarize(workloads, allocators, runs, syscalls)
     notes += checksum_notes(workloads, allocators, summary)
     for w in workloads:
@@ -1170,6 +1167,36 @@ def do_compare(args):
     return 1 if (failed or mismatch) and args.strict else 0
 
 
+class CpuMeter:
+    """CPU time used by other processes while the runner works: all busy time
+    of the machine (/proc/stat) minus the runner's own and its children's."""
+
+    def __init__(self):
+        self.start = self._sample()
+
+    @staticmethod
+    def _sample():
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+            busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0))
+            busy /= float(os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError, IndexError):
+            busy = float("nan")
+        t = os.times()
+        own = t.user + t.system + t.children_user + t.children_system
+        return time.perf_counter(), busy, own
+
+    def others_fraction(self):
+        """Share of all CPUs that other processes used since the start."""
+        w0, b0, o0 = self.start
+        w1, b1, o1 = self._sample()
+        capacity = (w1 - w0) * (os.cpu_count() or 1)
+        if capacity <= 0 or math.isnan(b0) or math.isnan(b1):
+            return float("nan")
+        return max(0.0, ((b1 - b0) - (o1 - o0)) / capacity)
+
+
 def cpu_busy_fraction(interval=1.0):
     """Fraction of all CPUs busy over `interval` seconds (from /proc/stat)."""
     def sample():
@@ -1199,19 +1226,6 @@ def wait_idle(max_seconds, busy_max=0.15, quiet_needed=3):
             log("waiting for an idle machine: CPUs %.0f%% busy" % (busy * 100))
     log("machine still busy after %ds: running anyway" % max_seconds)
     return False
-
-
-def load_warning(before, after, threshold=0.5):
-    """A note when other work shared the machine (1-minute load average).
-
-    The runner's own runs keep about one CPU busy, so the load after the run
-    is judged against the number of threads the heaviest workload used."""
-    if before > threshold:
-        return ("load average was %.2f before the run started: other processes "
-                "were using the CPU, so expect noise" % before)
-    if after > 2.0 + threshold + 1.0:
-        return "load average reached %.2f during the run: expect noise" % after
-    return None
 
 
 def format_cmd(cmd, alloc):
@@ -1429,6 +1443,7 @@ def do_ab(args):
     log("A = %s\nB = %s\n%d runs each, alternating A B A B ..." % (
         format_side(a), format_side(b), runs_n))
     progress = Progress(len(workloads) * runs_n * 2, args.quiet)
+    meter = CpuMeter()
     results = []
     for w in workloads:
         n = w.full if args.full else w.quick
@@ -1468,6 +1483,11 @@ def do_ab(args):
     print(vtable)
     print("\nverdict rule: two-sided Mann-Whitney U test p < 0.05 and the bootstrap 95% "
           "interval of the delta of medians excludes 0")
+    others = meter.others_fraction()
+    noise = ("other processes used %.0f%% of the CPUs during the runs: expect noise"
+             % (others * 100)) if others > 0.05 else ""
+    if noise:
+        print("note: " + noise)
     out_dir = args.out_dir or RESULTS_DIR
     os.makedirs(out_dir, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M%S")
@@ -1475,9 +1495,9 @@ def do_ab(args):
     with open(base + ".md", "w", encoding="utf-8") as f:
         f.write("# A/B %s\n\nMachine: %s\n\nA = `%s`\n\nB = `%s`\n\n%s\n\n%s\n\n"
                 "Verdict: two-sided Mann-Whitney U p < 0.05 and bootstrap 95%% CI of the "
-                "delta of medians excluding 0.\n" % (
+                "delta of medians excluding 0.\n%s" % (
                     stamp, machine_line(machine_info()), format_side(a), format_side(b),
-                    table, vtable))
+                    table, vtable, "\nNote: %s.\n" % noise if noise else ""))
     rows = []
     for w, vals, rss, v in results:
         for key in ("A", "B"):
@@ -1557,9 +1577,11 @@ def do_soak(args):
                 except (ParseError, KeyError):
                     pass
 
-        load_before = os.getloadavg()[0]
+        meter = CpuMeter()
         res = run_measured(cmd, a.environment(), timeout=args.soak * 3 + 120, on_line=on_line)
-        load_note = load_warning(load_before, os.getloadavg()[0])
+        others = meter.others_fraction()
+        load_note = ("other processes used %.0f%% of the CPUs during the soak: expect noise"
+                     % (others * 100)) if others > 0.05 else None
         check_run(res, "bench_soak")
         try:
             epochs = parse_epochs(res.stdout)
