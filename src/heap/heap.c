@@ -161,7 +161,14 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   while (i < n) {
     void *b = blocks[i];
     hak_page_t *p = page_of(b);
-    if (atomic_load_explicit(&p->owner, memory_order_relaxed) == h) {
+    hak_heap_t *owner = atomic_load_explicit(&p->owner, memory_order_acquire);
+    /* A page whose thread has exited: take it over rather than feed it remote
+     * frees nobody collects, so it can empty and go back to its segment. */
+    if (HAK_UNLIKELY(owner == NULL) && adopt_this_page(p)) {
+      heap_page_adopted(h, p);
+      owner = h;
+    }
+    if (owner == h) {
       *(void **)b = p->free;
       p->free = b;
       p->used--;

@@ -24,8 +24,10 @@
 #include "os/lock.h"
 #include "stats/stats.h"
 
+/* Per class, oldest first: the oldest abandoned pages are the likeliest to
+ * have had their blocks freed since. */
 static hak_lock_t abandoned_lock = HAK_LOCK_INIT;
-static hak_page_t *abandoned[HAK_NCLASSES];
+static struct { hak_page_t *head, *tail; } abandoned[HAK_NCLASSES];
 
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
@@ -67,26 +69,45 @@ bool remote_fence(hak_page_t *page) {
 
 void abandon_page(hak_page_t *page) {
   atomic_store_explicit(&page->owner, NULL, memory_order_release);
-  page->state = HAK_PAGE_ABANDONED;
+  unsigned c = page->cls;
   hak_lock(&abandoned_lock);
-  page->prev = NULL;
-  page->next = abandoned[page->cls];
-  abandoned[page->cls] = page;
+  page->state = HAK_PAGE_ABANDONED;
+  page->next = NULL;
+  page->prev = abandoned[c].tail;
+  if (abandoned[c].tail) abandoned[c].tail->next = page; else abandoned[c].head = page;
+  abandoned[c].tail = page;
   hak_unlock(&abandoned_lock);
   HAK_STAT_INC(HAK_EV_ABANDON);
 }
 
+static void unlink_abandoned(hak_page_t *p) {
+  unsigned c = p->cls;
+  if (p->prev) p->prev->next = p->next; else abandoned[c].head = p->next;
+  if (p->next) p->next->prev = p->prev; else abandoned[c].tail = p->prev;
+  p->next = p->prev = NULL;
+  p->state = HAK_PAGE_FREE; /* the adopter sets its own list state */
+}
+
 hak_page_t *adopt_page(unsigned cls) {
-  if (!__atomic_load_n(&abandoned[cls], __ATOMIC_RELAXED)) return NULL; /* cheap peek */
+  if (!__atomic_load_n(&abandoned[cls].head, __ATOMIC_RELAXED)) return NULL; /* cheap peek */
   hak_lock(&abandoned_lock);
-  hak_page_t *p = abandoned[cls];
-  if (p) abandoned[cls] = p->next;
+  hak_page_t *p = abandoned[cls].head;
+  if (p) unlink_abandoned(p);
   hak_unlock(&abandoned_lock);
-  if (p) {
-    p->next = p->prev = NULL;
-    HAK_STAT_INC(HAK_EV_ADOPT);
-  }
+  if (p) HAK_STAT_INC(HAK_EV_ADOPT);
   return p;
+}
+
+bool adopt_this_page(hak_page_t *p) {
+  bool ok = false;
+  hak_lock(&abandoned_lock);
+  if (p->state == HAK_PAGE_ABANDONED) {
+    unlink_abandoned(p);
+    ok = true;
+  }
+  hak_unlock(&abandoned_lock);
+  if (ok) HAK_STAT_INC(HAK_EV_ADOPT);
+  return ok;
 }
 
 void remote_atfork_prepare(void) { hak_lock(&abandoned_lock); }

@@ -23,7 +23,10 @@ HAK_INLINE bool remote_idle(hak_page_t *page) {
 }
 
 void  abandon_page(hak_page_t *page) HAK_HIDDEN;
+/* The oldest abandoned page of a class, off the list (the caller adopts it). */
 hak_page_t *adopt_page(unsigned cls) HAK_HIDDEN;
+/* Take this page off the abandoned list if it is still there. */
+bool adopt_this_page(hak_page_t *page) HAK_HIDDEN;
 
 void remote_atfork_prepare(void) HAK_HIDDEN;
 void remote_atfork_parent(void) HAK_HIDDEN;
