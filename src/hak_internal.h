@@ -96,7 +96,8 @@ struct hak_segment {
   uint32_t  dirty_mask;              /* bit i: free slice i holds touched memory */
   hak_segment_t *next, *prev;        /* segment list (with free slices / cached) */
   uint32_t  in_list;
-  uint32_t  dirty_since;             /* coarse ms when dirty_mask last became non-zero */
+  uint32_t  _r2;
+  uint32_t  freed_ms[HAK_SLICES];     /* coarse ms when each free slice was freed */
   hak_page_t *slice_page[HAK_SLICES]; /* page record owning each slice */
   hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
 };

@@ -103,7 +103,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
       /* Stay in place while the block fits and is not more than twice too big. */
       if (n <= old && (n > old / 2 || old <= 16)) return p;
     } else if (large_resize_inplace(p, n)) {
-      if (n > HAK_MID_MAX || n > old / 2) return p;
+      return p;
     }
   } else if (!overaligned_owns(p, &old)) {
     return foreign_realloc(p, n);

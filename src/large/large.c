@@ -18,7 +18,7 @@
 
 #include <string.h>
 
-#define HUGE_CACHE_SLOTS 8
+#define HUGE_CACHE_SLOTS 16
 #define HUGE_MIN_OFFSET 64
 
 static hak_lock_t large_lock = HAK_LOCK_INIT;
@@ -41,8 +41,9 @@ static hak_segment_t *huge_cache_take(size_t map) {
   int bi = -1;
   for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
     hak_segment_t *s = huge_cache[i];
-    /* Take a cached mapping only if it does not waste more than a quarter. */
-    if (s && s->map_size >= map && s->map_size - map <= map / 4 && (!best || s->map_size < best->map_size)) {
+    /* Take a cached mapping up to twice the size: its pages are resident
+     * already, which beats mapping and faulting in fresh ones. */
+    if (s && s->map_size >= map && s->map_size - map <= map && (!best || s->map_size < best->map_size)) {
       best = s;
       bi = i;
     }
@@ -73,7 +74,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   bool fresh = s == NULL;
   if (!s) {
     slice_map_init();
-    s = os_map_aligned(map, HAK_SEG_SIZE);
+    s = os_map_aligned(map, HAK_SEG_SIZE, false);
     if (!s) {
       hak_lock(&large_lock);
       huge_live_blocks--;
@@ -108,7 +109,8 @@ static void huge_free(hak_segment_t *s, void *p) {
   huge_live_blocks--;
   huge_live_bytes -= s->map_size;
   hak_segment_t *evict = NULL;
-  if (s->map_size <= hak_config.dirty_max) {
+  size_t budget = 2 * hak_config.dirty_max;
+  if (s->map_size <= budget && s->map_size >= HAK_SEG_SIZE) {
     int slot = -1;
     for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++)
       if (!huge_cache[i]) slot = i;
@@ -122,7 +124,7 @@ static void huge_free(hak_segment_t *s, void *p) {
     huge_cached_bytes += s->map_size;
     s = NULL;
     /* Keep the cache within the dirty budget. */
-    for (int i = 0; i < HUGE_CACHE_SLOTS && huge_cached_bytes > hak_config.dirty_max; i++) {
+    for (int i = 0; i < HUGE_CACHE_SLOTS && huge_cached_bytes > budget; i++) {
       if (!huge_cache[i] || i == slot) continue;
       hak_segment_t *v = huge_cache[i];
       huge_cache[i] = NULL;
@@ -245,32 +247,33 @@ size_t large_usable(const void *p) {
   return pg && pg->state == HAK_PAGE_LARGE ? pg->bsize : 0;
 }
 
-bool large_resize_inplace(void *p, size_t size) {
-  hak_segment_t *s = segment_of(p);
-  if (s->kind != HAK_SEG_HUGE) return size <= large_usable(p);
+/* Resize a huge mapping in place with mremap; false if the kernel cannot. */
+static bool huge_remap(hak_segment_t *s, size_t size) {
   size_t off = s->map_size - s->huge_size;
-  if (size <= s->huge_size) {
-    /* Shrinking by more than half gives the tail back to the OS. */
-    if (size >= s->huge_size / 2) return true;
-    size_t map = align_up(off + size, os_page_size());
-    if (map < s->map_size && os_remap_inplace(s, s->map_size, map)) {
-      hak_lock(&large_lock);
-      huge_live_bytes -= s->map_size - map;
-      hak_unlock(&large_lock);
-      s->map_size = map;
-      s->huge_size = map - off;
-    }
-    return true;
-  }
   if (off + size < size) return false;
   size_t map = align_up(off + size, os_page_size());
+  if (map == s->map_size) return true;
   if (!os_remap_inplace(s, s->map_size, map)) return false;
   hak_lock(&large_lock);
-  huge_live_bytes += map - s->map_size;
+  huge_live_bytes = huge_live_bytes + map - s->map_size;
   hak_unlock(&large_lock);
   s->map_size = map;
   s->huge_size = map - off;
   return true;
+}
+
+bool large_resize_inplace(void *p, size_t size) {
+  hak_segment_t *s = segment_of(p);
+  size_t usable = large_usable(p);
+  bool huge = s->kind == HAK_SEG_HUGE;
+  if (size <= usable) {
+    if (size >= usable / 2) return true;             /* fits without much waste: stay */
+    if (!huge || size <= (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE)
+      return false;                                  /* much smaller: move to a smaller home */
+    huge_remap(s, size);                             /* still huge: give the tail back */
+    return true;
+  }
+  return huge && huge_remap(s, size);                /* grow in place if the kernel can */
 }
 
 bool large_trim(void) {

@@ -50,14 +50,16 @@ void *os_map(size_t size) {
   return p;
 }
 
-void *os_map_aligned(size_t size, size_t align) {
-  void *p = raw_map(size);
-  if (!p) return NULL;
-  if (((uintptr_t)p & (align - 1)) == 0) {
-    account_map(size);
-    return p;
+void *os_map_aligned(size_t size, size_t align, bool try_plain) {
+  if (try_plain) {
+    void *p = raw_map(size);
+    if (!p) return NULL;
+    if (((uintptr_t)p & (align - 1)) == 0) {
+      account_map(size);
+      return p;
+    }
+    raw_unmap(p, size);
   }
-  raw_unmap(p, size);
   size_t over = size + align;
   if (over < size) return NULL;
   uint8_t *q = raw_map(over);

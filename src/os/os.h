@@ -5,7 +5,9 @@
 #include "hak_internal.h"
 
 void  *os_map(size_t size) HAK_HIDDEN;                    /* page-granular, zeroed */
-void  *os_map_aligned(size_t size, size_t align) HAK_HIDDEN;
+/* try_plain: first try an ordinary mapping (often aligned already when size is
+ * a multiple of align); otherwise over-map and trim. */
+void  *os_map_aligned(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
 void   os_unmap(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;

@@ -1,12 +1,14 @@
 /* segment.c — maps 2 MiB segments, carves pages (runs of 64 KiB slices) out of
  * them and takes them back.
  *
- * Policy lives here too: a freed page leaves its slices "dirty" (resident).
- * Once the dirty bytes of all segments pass hak_config.dirty_max, segments
- * dirty for longer than purge_delay_ms are purged, at most one sweep per
- * delay, so a program that churns pages reuses them instead of paying a
- * madvise each; past twice the budget everything is purged at once.
- * Empty segments beyond hak_config.segment_cache are unmapped. */
+ * Policy lives here too: a freed page leaves its slices "dirty" (resident)
+ * and stamped with the time. Once the dirty bytes of all segments pass
+ * hak_config.dirty_max, a sweep (at most one per half delay) purges the
+ * slices that have stayed free for purge_delay_ms; slices that keep being
+ * reused are never purged, so churn costs no madvise and no page faults.
+ * New pages prefer dirty slices, letting the others age. Past four times the
+ * budget everything free is purged at once. Empty segments beyond
+ * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
 #include "guard/registry.h"
 #include "heap/size_class.h"
@@ -58,7 +60,7 @@ static size_t mask_bytes(uint32_t m) {
 
 static hak_segment_t *segment_map(void) {
   slice_map_init();
-  hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE);
+  hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
   if (!s) return NULL;
   s->magic = HAK_SEG_MAGIC;
   s->kind = HAK_SEG_SMALL;
@@ -89,45 +91,52 @@ static void segment_unmap(hak_segment_t *s) {
 
 /* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
  * smaller than the others, so only single-slice pages of small classes use it. */
-static int find_run(uint32_t mask, unsigned n, bool slice0_ok) {
+static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
   if (!slice0_ok) mask &= ~1u;
+  if (n == 1 && (mask & dirty)) return __builtin_ctz(mask & dirty); /* warm memory first */
   uint32_t m = mask;
   for (unsigned i = 1; i < n && m; i++) m &= mask >> i;
   return m ? __builtin_ctz(m) : -1;
 }
 
-static void purge_segment(hak_segment_t *s) {
-  uint32_t d = s->dirty_mask & s->free_mask;
+/* Purge the free dirty slices of s idle for at least min_age ms, in runs. */
+static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
+  uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
   while (d) {
-    unsigned a = (unsigned)__builtin_ctz(d);
+    unsigned i = (unsigned)__builtin_ctz(d);
+    d &= d - 1;
+    if (now - s->freed_ms[i] >= min_age) todo |= 1u << i;
+  }
+  uint32_t left = todo;
+  while (left) {
+    unsigned a = (unsigned)__builtin_ctz(left);
     unsigned b = a;
-    while (b + 1 < HAK_SLICES && (d >> (b + 1)) & 1u) b++;
+    while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
     uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? HAK_SEG_HDR_SIZE : 0);
     uint8_t *to = (uint8_t *)s + (size_t)(b + 1) * HAK_SLICE_SIZE;
     os_purge(from, (size_t)(to - from));
     uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
-    d &= ~run;
+    left &= ~run;
   }
-  dirty_bytes -= mask_bytes(s->dirty_mask & s->free_mask);
-  s->dirty_mask &= ~s->free_mask;
+  dirty_bytes -= mask_bytes(todo);
+  s->dirty_mask &= ~todo;
 }
 
-static void purge_all(void) {
+static void purge_sweep(uint32_t now, uint32_t min_age) {
   for (hak_segment_t *s = seg_head; s; s = s->next)
-    if (s->dirty_mask & s->free_mask) purge_segment(s);
+    if (s->dirty_mask & s->free_mask) purge_segment(s, now, min_age);
 }
 
 static void purge_policy(void) {
   if (dirty_bytes <= hak_config.dirty_max) return;
-  if (dirty_bytes > 2 * hak_config.dirty_max) {
-    purge_all();
+  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms;
+  if (dirty_bytes > 4 * hak_config.dirty_max) {
+    purge_sweep(now, 0);
     return;
   }
-  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms;
-  if (now - last_sweep_ms < delay) return;
+  if (now - last_sweep_ms < delay / 2) return;
   last_sweep_ms = now;
-  for (hak_segment_t *s = seg_head; s; s = s->next)
-    if ((s->dirty_mask & s->free_mask) && now - s->dirty_since >= delay) purge_segment(s);
+  purge_sweep(now, delay);
 }
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
@@ -163,11 +172,11 @@ hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
   hak_segment_t *s;
   int first = -1;
   for (s = seg_head; s; s = s->next)
-    if ((first = find_run(s->free_mask, n, slice0_ok)) >= 0) break;
+    if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
   if (!s) {
     s = segment_map();
     if (!s) { hak_unlock(&seg_lock); return NULL; }
-    first = find_run(s->free_mask, n, slice0_ok);
+    first = find_run(s->free_mask, 0, n, slice0_ok);
   } else if (s->free_mask == ALL_SLICES) {
     HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
   }
@@ -199,7 +208,8 @@ void segment_page_free(hak_page_t *pg) {
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
-  if (!(s->dirty_mask & s->free_mask)) s->dirty_since = now_ms();
+  uint32_t now = now_ms();
+  for (unsigned i = first; i < first + n; i++) s->freed_ms[i] = now;
   s->dirty_mask |= run;
   dirty_bytes += mask_bytes(run);
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
@@ -218,7 +228,7 @@ bool segment_trim(void) {
     next = s->next;
     if (s->free_mask == ALL_SLICES) { segment_unmap(s); any = true; }
   }
-  if (dirty_bytes) { purge_all(); any = true; }
+  if (dirty_bytes) { purge_sweep(now_ms(), 0); any = true; }
   hak_unlock(&seg_lock);
   return any;
 }
