@@ -12,7 +12,7 @@ hak_config_t hak_config = {
   .tcache_bytes = 32 * 1024,
   .tcache_max = 128,
   .segment_cache = 4,
-  .dirty_max = (size_t)16 << 20,
+  .dirty_max = (size_t)8 << 20,
   .purge_delay_ms = 100,
 };
 
@@ -48,7 +48,7 @@ static void apply_profile(hak_config_t *c, const char *p) {
   if (!p) return;
   if (strcmp(p, "balanced") == 0) {
     c->profile = HAK_PROFILE_BALANCED;
-    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)8 << 20; c->purge_delay_ms = 50;
+    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)4 << 20; c->purge_delay_ms = 50;
   } else if (strcmp(p, "lean") == 0) {
     c->profile = HAK_PROFILE_LEAN;
     c->tcache_bytes = 4 * 1024; c->tcache_max = 32; c->segment_cache = 0; c->dirty_max = (size_t)1 << 20; c->purge_delay_ms = 10;

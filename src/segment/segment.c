@@ -6,8 +6,8 @@
  * hak_config.dirty_max, a sweep (at most one per half delay) purges the
  * slices that have stayed free for purge_delay_ms; slices that keep being
  * reused are never purged, so churn costs no madvise and no page faults.
- * New pages prefer dirty slices, letting the others age. Past four times the
- * budget everything free is purged at once. Empty segments beyond
+ * New pages prefer dirty slices, letting the others age. Past twice the
+ * budget the longest-idle slices are purged until the budget holds again. Empty segments beyond
  * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
 #include "guard/registry.h"
@@ -130,8 +130,12 @@ static void purge_sweep(uint32_t now, uint32_t min_age) {
 static void purge_policy(void) {
   if (dirty_bytes <= hak_config.dirty_max) return;
   uint32_t now = now_ms(), delay = hak_config.purge_delay_ms;
-  if (dirty_bytes > 4 * hak_config.dirty_max) {
-    purge_sweep(now, 0);
+  if (dirty_bytes > 2 * hak_config.dirty_max) {
+    /* Over the cap: purge the longest-idle memory first, down to budget. */
+    for (uint32_t age = delay;; age /= 2) {
+      purge_sweep(now, age);
+      if (age == 0 || dirty_bytes <= hak_config.dirty_max) break;
+    }
     return;
   }
   if (now - last_sweep_ms < delay / 2) return;
