@@ -66,7 +66,10 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET;
   size_t need = off + size;
   if (need < size || need > (SIZE_MAX >> 1)) return NULL;
-  size_t map = align_up(need, os_page_size());
+  /* Whole 2 MiB units: the untouched tail costs address space only, a plain
+   * mmap then usually comes back aligned (one system call instead of three),
+   * and freed mappings fit later requests more often. */
+  size_t map = align_up(need, HAK_SEG_SIZE);
   hak_lock(&large_lock);
   hak_segment_t *s = huge_cache_take(map);
   huge_live_blocks++;
@@ -74,7 +77,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   bool fresh = s == NULL;
   if (!s) {
     slice_map_init();
-    s = os_map_aligned(map, HAK_SEG_SIZE, false);
+    s = os_map_aligned(map, HAK_SEG_SIZE, true);
     if (!s) {
       hak_lock(&large_lock);
       huge_live_blocks--;
@@ -109,7 +112,7 @@ static void huge_free(hak_segment_t *s, void *p) {
   huge_live_blocks--;
   huge_live_bytes -= s->map_size;
   hak_segment_t *evict = NULL;
-  size_t budget = 2 * hak_config.dirty_max;
+  size_t budget = hak_config.huge_cache;
   if (s->map_size <= budget && s->map_size >= HAK_SEG_SIZE) {
     int slot = -1;
     for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++)
@@ -250,8 +253,8 @@ size_t large_usable(const void *p) {
 /* Resize a huge mapping in place with mremap; false if the kernel cannot. */
 static bool huge_remap(hak_segment_t *s, size_t size) {
   size_t off = s->map_size - s->huge_size;
-  if (off + size < size) return false;
-  size_t map = align_up(off + size, os_page_size());
+  if (off + size < size || off + size > (SIZE_MAX >> 1)) return false;
+  size_t map = align_up(off + size, HAK_SEG_SIZE);
   if (map == s->map_size) return true;
   if (!os_remap_inplace(s, s->map_size, map)) return false;
   hak_lock(&large_lock);

@@ -14,6 +14,7 @@ hak_config_t hak_config = {
   .segment_cache = 4,
   .dirty_max = (size_t)8 << 20,
   .purge_delay_ms = 100,
+  .huge_cache = (size_t)64 << 20,
 };
 
 /* Parses "123", "64k", "8M", "1g"; returns false on anything else. */
@@ -48,10 +49,10 @@ static void apply_profile(hak_config_t *c, const char *p) {
   if (!p) return;
   if (strcmp(p, "balanced") == 0) {
     c->profile = HAK_PROFILE_BALANCED;
-    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)4 << 20; c->purge_delay_ms = 50;
+    c->tcache_bytes = 16 * 1024; c->tcache_max = 96; c->segment_cache = 2; c->dirty_max = (size_t)4 << 20; c->purge_delay_ms = 50; c->huge_cache = (size_t)16 << 20;
   } else if (strcmp(p, "lean") == 0) {
     c->profile = HAK_PROFILE_LEAN;
-    c->tcache_bytes = 4 * 1024; c->tcache_max = 32; c->segment_cache = 0; c->dirty_max = (size_t)1 << 20; c->purge_delay_ms = 10;
+    c->tcache_bytes = 4 * 1024; c->tcache_max = 32; c->segment_cache = 0; c->dirty_max = (size_t)1 << 20; c->purge_delay_ms = 10; c->huge_cache = 0;
   }
 }
 
@@ -65,6 +66,7 @@ void config_load(void) {
   v = c.segment_cache; env_size("HAKMEM_SEGMENT_CACHE", 0, 1024, &v); c.segment_cache = (uint32_t)v;
   env_size("HAKMEM_DIRTY_MAX", 0, (size_t)1 << 40, &c.dirty_max);
   v = c.purge_delay_ms; env_size("HAKMEM_PURGE_DELAY_MS", 0, 60000, &v); c.purge_delay_ms = (uint32_t)v;
+  env_size("HAKMEM_HUGE_CACHE", 0, (size_t)1 << 40, &c.huge_cache);
 
   /* A class cache holds about tcache_bytes, at least 4 blocks (so refill and
    * flush move batches) and at most tcache_max; 0 disables the caches. */

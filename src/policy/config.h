@@ -15,6 +15,7 @@ typedef struct hak_config {
   uint32_t segment_cache;  /* HAKMEM_SEGMENT_CACHE: empty segments kept mapped */
   size_t   dirty_max;      /* HAKMEM_DIRTY_MAX: free but resident bytes kept before purging */
   uint32_t purge_delay_ms; /* HAKMEM_PURGE_DELAY_MS: how long freed memory stays resident */
+  size_t   huge_cache;     /* HAKMEM_HUGE_CACHE: bytes of freed huge mappings kept for reuse */
   uint16_t tcache_cap[HAK_NCLASSES + 1]; /* derived: per-class cache capacity */
 } hak_config_t;
 

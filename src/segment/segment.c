@@ -6,8 +6,9 @@
  * hak_config.dirty_max, a sweep (at most one per half delay) purges the
  * slices that have stayed free for purge_delay_ms; slices that keep being
  * reused are never purged, so churn costs no madvise and no page faults.
- * New pages prefer dirty slices, letting the others age. Past twice the
- * budget the longest-idle slices are purged until the budget holds again. Empty segments beyond
+ * New pages prefer dirty slices, letting the others age. Far over budget
+ * (four times), sweeps come more often and take younger memory, but never
+ * memory freed in the last delay/8. Empty segments beyond
  * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
 #include "guard/registry.h"
@@ -127,20 +128,21 @@ static void purge_sweep(uint32_t now, uint32_t min_age) {
     if (s->dirty_mask & s->free_mask) purge_segment(s, now, min_age);
 }
 
+/* Memory freed less than delay/8 ago is never purged: a producer/consumer
+ * program reuses it within milliseconds, and purging it would only trade a
+ * madvise now for page faults next. Far over budget, sweeps come more often
+ * and take younger memory, oldest first. */
 static void purge_policy(void) {
   if (dirty_bytes <= hak_config.dirty_max) return;
-  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms;
-  if (dirty_bytes > 2 * hak_config.dirty_max) {
-    /* Over the cap: purge the longest-idle memory first, down to budget. */
-    for (uint32_t age = delay;; age /= 2) {
-      purge_sweep(now, age);
-      if (age == 0 || dirty_bytes <= hak_config.dirty_max) break;
-    }
-    return;
-  }
-  if (now - last_sweep_ms < delay / 2) return;
+  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
+  bool pressed = dirty_bytes > 4 * hak_config.dirty_max;
+  if (now - last_sweep_ms < (pressed ? floor_age : delay / 2)) return;
   last_sweep_ms = now;
-  purge_sweep(now, delay);
+  for (uint32_t age = delay;; age /= 2) {
+    if (age < floor_age) age = floor_age;
+    purge_sweep(now, age);
+    if (!pressed || age == floor_age || dirty_bytes <= hak_config.dirty_max) break;
+  }
 }
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
@@ -175,8 +177,12 @@ hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
   hak_lock(&seg_lock);
   hak_segment_t *s;
   int first = -1;
+  /* Warm memory first: a run made only of dirty slices, in any segment. */
   for (s = seg_head; s; s = s->next)
-    if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
+    if ((s->dirty_mask & s->free_mask) && (first = find_run(s->free_mask & s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
+  if (!s)
+    for (s = seg_head; s; s = s->next)
+      if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
   if (!s) {
     s = segment_map();
     if (!s) { hak_unlock(&seg_lock); return NULL; }
