@@ -39,6 +39,7 @@ struct hak_heap {
   hak_page_list_t full[HAK_NCLASSES];   /* pages with none; remote frees bring them back */
   _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
   hak_heap_t *pool_next;                /* free-heap pool link */
+  uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   void      **slot_store;               /* backing store of the bins' slots */
 };
 

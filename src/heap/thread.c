@@ -81,6 +81,7 @@ bool thread_heap_init(hak_tls_t *t) {
     b->count = 0;
     b->cap = hak_config.tcache_cap[c];
     slot += hak_config.tcache_cap[c];
+    h->batch[c] = (uint16_t)(b->cap / 2 < 4 ? (b->cap / 2 ? b->cap / 2 : 1) : 4);
   }
   t->heap = h;
   t->state = HAK_THREAD_LIVE;
@@ -105,8 +106,12 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
   if (b->count) return b->slots[--b->count];
   void *p;
   if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
-  unsigned want = b->cap / 2 ? b->cap / 2 : 1;
-  unsigned n = heap_take(t->heap, cls, b->slots, want);
+  /* Slow start: a thread that needs few blocks of a class carves (and at
+   * exit writes to) few; one that keeps refilling gets half a cache each time. */
+  hak_heap_t *h = t->heap;
+  unsigned want = h->batch[cls];
+  if (want < b->cap / 2) h->batch[cls] = (uint16_t)(2 * want < b->cap / 2 ? 2 * want : b->cap / 2);
+  unsigned n = heap_take(h, cls, b->slots, want);
   if (!n) return NULL;
   b->count = n - 1;
   return b->slots[n - 1];
