@@ -1624,9 +1624,9 @@ def do_soak(args):
     for a, st, base, chart, cmd, err in reports:
         md = base + ".md"
         with open(md, "w", encoding="utf-8") as f:
-            f.write("# Soak, %s, %s\n\nMachine: %s\n\nCommand: `%s`\n\n%s\n\n"
+            f.write("# Soak, %s, %s\n\nMachine: %s; source %s\n\nCommand: `%s`\n\n%s\n\n"
                     "Window for drift: %d epochs; first epoch %s Mops/s.\n%s" % (
-                        a.name, date, machine_line(machine_info()), cmd,
+                        a.name, date, machine_line(machine_info()), git_revision() or "?", cmd,
                         markdown_table(header, [r for r in rows if r[0].startswith(a.name)]),
                         st["window"], fmt_mops(st["first_epoch_ops_per_sec"]),
                         ("\nNote: %s.\n" % st["note"] if st.get("note") else "")
@@ -1719,10 +1719,10 @@ def do_instructions(args):
     write_csv(base + ".csv", ["workload", "allocator", "short_args", "short_ops", "short_ir",
                               "long_args", "long_ops", "long_ir", "instructions_per_op"], raw)
     with open(base + ".md", "w", encoding="utf-8") as f:
-        f.write("# Instructions per operation, %s\n\nMachine: %s\n\n"
+        f.write("# Instructions per operation, %s\n\nMachine: %s; source %s\n\n"
                 "`valgrind --tool=callgrind`, total Ir of two run lengths of each program; "
                 "(Ir(long) - Ir(short)) / (ops(long) - ops(short)), so start-up cancels.\n\n"
-                "%s\n%s" % (date, machine_line(machine_info()), table,
+                "%s\n%s" % (date, machine_line(machine_info()), git_revision() or "?", table,
                             "".join("\n- " + n for n in notes)))
     log("wrote %s.md and %s.csv" % (base, base))
     return 0
