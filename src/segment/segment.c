@@ -7,7 +7,7 @@
  * slices that have stayed free for purge_delay_ms; slices that keep being
  * reused are never purged, so churn costs no madvise and no page faults.
  * New pages prefer dirty slices, letting the others age. Far over budget
- * (four times), sweeps come more often and take younger memory, but never
+ * (twice), sweeps come more often and take younger memory, but never
  * memory freed in the last delay/8. Empty segments beyond
  * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
@@ -135,7 +135,7 @@ static void purge_sweep(uint32_t now, uint32_t min_age) {
 static void purge_policy(void) {
   if (dirty_bytes <= hak_config.dirty_max) return;
   uint32_t now = now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
-  bool pressed = dirty_bytes > 4 * hak_config.dirty_max;
+  bool pressed = dirty_bytes > 2 * hak_config.dirty_max;
   if (now - last_sweep_ms < (pressed ? floor_age : delay / 2)) return;
   last_sweep_ms = now;
   for (uint32_t age = delay;; age /= 2) {
