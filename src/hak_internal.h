@@ -98,6 +98,7 @@ struct hak_segment {
   uint32_t  in_list;
   uint32_t  _r2;
   uint32_t  freed_ms[HAK_SLICES];     /* coarse ms when each free slice was freed */
+  uint8_t   last_cls[HAK_SLICES];     /* class of the page a free slice last held */
   hak_page_t *slice_page[HAK_SLICES]; /* page record owning each slice */
   hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
 };

@@ -177,9 +177,32 @@ hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
   hak_lock(&seg_lock);
   hak_segment_t *s;
   int first = -1;
-  /* Warm memory first: a run made only of dirty slices, in any segment. */
-  for (s = seg_head; s; s = s->next)
-    if ((s->dirty_mask & s->free_mask) && (first = find_run(s->free_mask & s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
+  if (cls != HAK_CLASS_NONE) {
+    /* A class page: first a warm slice that held this class (same block
+     * offsets, so nothing new becomes resident), then an untouched one. A
+     * warm slice of another class comes last: its new block boundaries
+     * would touch pages the old ones did not, and over time make every
+     * page of the heap resident. */
+    uint32_t run = n >= 32 ? ALL_SLICES : (1u << n) - 1;
+    for (s = seg_head; s && first < 0; s = s->next) {
+      uint32_t m = s->free_mask & s->dirty_mask & (slice0_ok ? ALL_SLICES : ~1u);
+      for (; m; m &= m - 1) {
+        unsigned i = (unsigned)__builtin_ctz(m);
+        if (s->last_cls[i] == cls && i + n <= HAK_SLICES && ((s->free_mask >> i) & run) == run) {
+          first = (int)i;
+          break;
+        }
+      }
+      if (first >= 0) break;
+    }
+    if (!s)
+      for (s = seg_head; s; s = s->next)
+        if ((first = find_run(s->free_mask & ~s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
+  } else {
+    /* A large block: warm slices first, it will be written from its start. */
+    for (s = seg_head; s; s = s->next)
+      if ((s->dirty_mask & s->free_mask) && (first = find_run(s->free_mask & s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
+  }
   if (!s)
     for (s = seg_head; s; s = s->next)
       if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
@@ -219,7 +242,10 @@ void segment_page_free(hak_page_t *pg) {
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
   uint32_t now = now_ms();
-  for (unsigned i = first; i < first + n; i++) s->freed_ms[i] = now;
+  for (unsigned i = first; i < first + n; i++) {
+    s->freed_ms[i] = now;
+    s->last_cls[i] = (uint8_t)pg->cls;
+  }
   s->dirty_mask |= run;
   dirty_bytes += mask_bytes(run);
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
