@@ -89,6 +89,21 @@ HAK_EXPORT size_t malloc_usable_size(void *p) {
   return foreign_usable_size(p);
 }
 
+/* The old block of a realloc that moved goes straight back to its page, not
+ * into the thread's cache: a growing buffer leaves one block behind in every
+ * class it passes through, and caching them all only holds memory. */
+static void free_moved(void *p) {
+  hak_tls_t *t = &hak_tls;
+  if (t->state == HAK_THREAD_LIVE && registry_has(p)) {
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    if (cls != HAK_CLASS_NONE) {
+      heap_return_blocks(t->heap, &p, 1);
+      return;
+    }
+  }
+  free_block(p);
+}
+
 HAK_EXPORT void *realloc(void *p, size_t n) {
   if (!p) return alloc_small_or_large(n);
   if (n == 0) { /* glibc frees and returns NULL */
@@ -112,7 +127,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
   void *q = alloc_small_or_large(n);
   if (!q) return NULL; /* the old block is untouched */
   memcpy(q, p, old < n ? old : n);
-  free_block(p);
+  free_moved(p);
   return q;
 }
 
