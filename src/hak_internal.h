@@ -19,9 +19,6 @@
 #ifndef HAK_OBSERVE
 #define HAK_OBSERVE 0
 #endif
-#ifndef HAK_CHECKS
-#define HAK_CHECKS 1
-#endif
 
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -50,9 +47,9 @@ typedef struct hak_heap hak_heap_t;
 typedef struct hak_segment hak_segment_t;
 
 /* Which list of its heap a page sits on. */
-enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK_PAGE_LARGE, HAK_PAGE_TAIL };
+enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK_PAGE_LARGE };
 
-/* One page record: 128 bytes, indexed by first slice in the segment header.
+/* One page record (at most 128 bytes), indexed by first slice in the segment header.
  * Fields above `owner` are touched only by the owning heap (or under the
  * segment lock for large pages); the atomics are shared with other threads. */
 typedef struct hak_page {
@@ -74,7 +71,6 @@ typedef struct hak_page {
   _Atomic(uintptr_t)    remote;
   uint32_t  first_slice;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
-  size_t    large_size;    /* large page: bytes requested (for stats) */
 } hak_page_t;
 
 _Static_assert(sizeof(hak_page_t) <= 128, "page records stay small");
@@ -94,9 +90,7 @@ struct hak_segment {
   /* ---- small segments only below this line ---- */
   uint32_t  free_mask;               /* bit i: slice i belongs to no page */
   uint32_t  dirty_mask;              /* bit i: free slice i holds touched memory */
-  hak_segment_t *next, *prev;        /* segment list (with free slices / cached) */
-  uint32_t  in_list;
-  uint32_t  _r2;
+  hak_segment_t *next, *prev;        /* list of segments with free slices */
   uint32_t  freed_ms[HAK_SLICES];     /* coarse ms when each free slice was freed */
   uint8_t   last_cls[HAK_SLICES];     /* class of the page a free slice last held */
   hak_page_t *slice_page[HAK_SLICES]; /* page record owning each slice */

@@ -91,7 +91,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   s->kind = HAK_SEG_HUGE;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
   s->huge_size = s->map_size - off;
-  atomic_store_explicit((_Atomic(uint32_t) *)&s->magic, HAK_SEG_MAGIC, memory_order_release);
+  s->magic = HAK_SEG_MAGIC;
   hak_lock(&large_lock);
   huge_live_bytes += s->map_size;
   hak_unlock(&large_lock);
@@ -221,7 +221,6 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - b);
-  pg->large_size = size;
   pg->used = 1;
   if (zero) memset(b, 0, size);
   HAK_STAT_INC(HAK_EV_LARGE_ALLOC);

@@ -41,14 +41,12 @@ static void list_push(hak_segment_t *s) {
   s->prev = seg_tail;
   if (seg_tail) seg_tail->next = s; else seg_head = s;
   seg_tail = s;
-  s->in_list = 1;
 }
 
 static void list_remove(hak_segment_t *s) {
   if (s->prev) s->prev->next = s->next; else seg_head = s->next;
   if (s->next) s->next->prev = s->prev; else seg_tail = s->prev;
   s->next = s->prev = NULL;
-  s->in_list = 0;
 }
 
 static size_t slice_usable(unsigned i) { return i == 0 ? HAK_SLICE_SIZE - HAK_SEG_HDR_SIZE : HAK_SLICE_SIZE; }
