@@ -19,6 +19,9 @@
 #ifndef HAK_OBSERVE
 #define HAK_OBSERVE 0
 #endif
+#ifndef HAK_CHECKS
+#define HAK_CHECKS 1
+#endif
 
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)

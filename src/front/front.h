@@ -14,13 +14,31 @@
 
 void *alloc_class_slow(unsigned cls) HAK_HIDDEN;
 void  free_slow(void *p) HAK_HIDDEN;
+
+#if HAK_CHECKS
+/* Double-free guard (standard and observe builds): free() stamps the second
+ * word of a block with a per-process key and malloc() wipes it, so a block
+ * freed twice arrives with the key still there; the free path then looks for
+ * it in the thread's cache, and a confirmed double free is reported and
+ * ignored instead of handing one block to two owners. User data equal to the
+ * key costs only that look-up. */
+extern uintptr_t hak_free_key HAK_HIDDEN;
+/* A free whose block carries the key: report it if it is a double free,
+ * finish it otherwise. Called as a tail call, so the fast path stays a leaf. */
+void free_suspect(void *p) HAK_HIDDEN;
+#define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
+#else
+#define HAK_MARK_ALLOCATED(p) ((void)0)
+#endif
 void *alloc_large_slow(size_t n) HAK_HIDDEN;
 
 HAK_INLINE void *alloc_class(unsigned cls) {
   hak_bin_t *b = bin_of(&hak_tls, cls);
   if (HAK_LIKELY(b->count != 0)) {
     HAK_OBSERVE_INC(cls, HAK_CS_ALLOC_FAST);
-    return b->slots[--b->count];
+    void *p = b->slots[--b->count];
+    HAK_MARK_ALLOCATED(p);
+    return p;
   }
   return alloc_class_slow(cls);
 }
@@ -37,6 +55,13 @@ HAK_INLINE void free_block(void *p) {
   hak_bin_t *b = &hak_tls.bins[slice_map_value(p)];
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC((unsigned)(b - hak_tls.bins) - 1, HAK_CS_FREE_FAST);
+#if HAK_CHECKS
+    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
+      free_suspect(p);
+      return;
+    }
+    ((uintptr_t *)p)[1] = hak_free_key;
+#endif
     b->slots[b->count++] = p;
     return;
   }

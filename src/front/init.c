@@ -3,6 +3,7 @@
  * nested allocations are served by the shared heap while the state is
  * "running". */
 #include "front/init.h"
+#include "front/front.h"
 #include "heap/heap.h"
 #include "large/large.h"
 #include "policy/config.h"
@@ -11,6 +12,7 @@
 #include "stats/stats.h"
 
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 _Atomic(int) hak_init_state;
@@ -40,6 +42,13 @@ bool hak_init(void) {
   int expect = 0;
   if (!atomic_compare_exchange_strong(&hak_init_state, &expect, 1)) return expect == 2;
   config_load();
+#if HAK_CHECKS
+  {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    hak_free_key ^= ((uintptr_t)&expect * 0x9e3779b97f4a7c15u) ^ ((uintptr_t)ts.tv_nsec << 17) ^ (uintptr_t)ts.tv_sec;
+  }
+#endif
   thread_key_init();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);

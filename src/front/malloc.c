@@ -18,8 +18,26 @@ HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
 HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
   void *p = heap_refill_alloc(&hak_tls, cls);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+  else HAK_MARK_ALLOCATED(p);
   return p;
 }
+
+#if HAK_CHECKS
+uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
+
+HAK_NOINLINE void free_suspect(void *p) {
+  hak_bin_t *b = &hak_tls.bins[slice_map_value(p)];
+  for (uint32_t i = 0; i < b->count; i++)
+    if (b->slots[i] == p) {
+      report_bad("free", "double free", p);
+      return;
+    }
+  /* User data that happened to equal the key: an ordinary free. */
+  ((uintptr_t *)p)[1] = hak_free_key;
+  if (b->count < b->cap) b->slots[b->count++] = p;
+  else free_slow(p);
+}
+#endif
 
 HAK_NOINLINE void *alloc_large_slow(size_t n) {
   void *p = large_alloc(n, HAK_MIN_ALIGN, false);

@@ -9,6 +9,8 @@
 void   foreign_free(void *p) HAK_HIDDEN;
 void  *foreign_realloc(void *p, size_t n) HAK_HIDDEN;
 size_t foreign_usable_size(void *p) HAK_HIDDEN;
-void   report_invalid(const char *what, const void *p) HAK_HIDDEN;
+/* "hakmem: <fn>: <problem> 0x... (ignored)" on stderr, without allocating. */
+void   report_bad(const char *fn, const char *problem, const void *p) HAK_HIDDEN;
+#define report_invalid(fn, p) report_bad((fn), "invalid pointer", (p))
 
 #endif

@@ -51,11 +51,11 @@ static void put_hex(char *buf, uintptr_t v) {
   buf[18] = 0;
 }
 
-void report_invalid(const char *what, const void *p) {
+void report_bad(const char *fn, const char *problem, const void *p) {
   char hex[20], msg[160];
   put_hex(hex, (uintptr_t)p);
   size_t n = 0;
-  const char *parts[] = {"hakmem: ", what, ": invalid pointer ", hex, " (ignored)\n"};
+  const char *parts[] = {"hakmem: ", fn, ": ", problem, " ", hex, " (ignored)\n"};
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
     size_t l = strlen(parts[i]);
     if (n + l >= sizeof msg) break;
