@@ -6,7 +6,11 @@
  * 64 bytes mimic a segment header, so free() routes them with the same single
  * registry test; freed mappings wait in a small bounded cache. Alignments of
  * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
- * sit on a short list checked only on the foreign-pointer path. */
+ * sit on a short list checked only on the foreign-pointer path.
+ *
+ * A cached mapping keeps its address range, not its memory: once idle for
+ * purge_delay_ms its pages (all but the header page) go back with madvise,
+ * so the cache saves system calls without holding resident memory. */
 #include "large/large.h"
 #include "guard/guard.h"
 #include "guard/registry.h"
@@ -25,6 +29,7 @@ static hak_lock_t large_lock = HAK_LOCK_INIT;
 static hak_segment_t *huge_cache[HUGE_CACHE_SLOTS];
 static size_t huge_cached_bytes;
 static size_t huge_live_blocks, huge_live_bytes;
+static uint32_t huge_last_sweep;
 
 typedef struct overaligned {
   uint64_t magic;
@@ -55,6 +60,23 @@ static hak_segment_t *huge_cache_take(size_t map) {
   return best;
 }
 
+/* Purge cached mappings idle past the delay (under large_lock: a mapping
+ * being purged must not be handed out meanwhile). Uses the header fields a
+ * free huge mapping does not need: freed_ms[0] and dirty_mask (1: resident). */
+static void huge_cache_sweep(void) {
+  uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms;
+  if (now - huge_last_sweep < delay / 2) return;
+  huge_last_sweep = now;
+  size_t ps = os_page_size();
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+    hak_segment_t *s = huge_cache[i];
+    if (s && s->dirty_mask && now - s->freed_ms[0] >= delay) {
+      os_purge((uint8_t *)s + ps, s->map_size - ps);
+      s->dirty_mask = 0;
+    }
+  }
+}
+
 static void huge_unmap(hak_segment_t *s) {
   registry_remove(s);
   slice_map_set(s, HAK_SLICES, 0);
@@ -73,6 +95,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   hak_lock(&large_lock);
   hak_segment_t *s = huge_cache_take(map);
   huge_live_blocks++;
+  huge_cache_sweep();
   hak_unlock(&large_lock);
   bool fresh = s == NULL;
   if (!s) {
@@ -123,9 +146,12 @@ static void huge_free(hak_segment_t *s, void *p) {
       huge_cached_bytes -= evict->map_size;
       huge_cache[0] = NULL;
     }
+    s->freed_ms[0] = os_now_ms();
+    s->dirty_mask = 1;
     huge_cache[slot] = s;
     huge_cached_bytes += s->map_size;
     s = NULL;
+    huge_cache_sweep();
     /* Keep the cache within the dirty budget. */
     for (int i = 0; i < HUGE_CACHE_SLOTS && huge_cached_bytes > budget; i++) {
       if (!huge_cache[i] || i == slot) continue;

@@ -6,6 +6,7 @@
 #include "stats/stats.h"
 
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <errno.h>
 
@@ -27,6 +28,12 @@ size_t os_page_size(void) {
     ps = v > 0 ? (size_t)v : 4096;
   }
   return ps;
+}
+
+uint32_t os_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
 }
 
 static void *raw_map(size_t size) {

@@ -12,5 +12,6 @@ void   os_unmap(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
 size_t os_page_size(void) HAK_HIDDEN;
+uint32_t os_now_ms(void) HAK_HIDDEN;                      /* coarse monotonic clock (vDSO) */
 
 #endif

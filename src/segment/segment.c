@@ -19,7 +19,6 @@
 #include "stats/stats.h"
 
 #include <string.h>
-#include <time.h>
 
 #define ALL_SLICES 0xffffffffu
 
@@ -29,12 +28,6 @@ static size_t seg_empty;                     /* of those, entirely free */
 static size_t dirty_bytes;                   /* free slices holding touched memory */
 static size_t free_slice_bytes;
 static uint32_t last_sweep_ms;
-
-static uint32_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
-}
 
 static void list_push(hak_segment_t *s) {
   s->next = NULL;
@@ -132,7 +125,7 @@ static void purge_sweep(uint32_t now, uint32_t min_age) {
  * and take younger memory, oldest first. */
 static void purge_policy(void) {
   if (dirty_bytes <= hak_config.dirty_max) return;
-  uint32_t now = now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
+  uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
   bool pressed = dirty_bytes > 2 * hak_config.dirty_max;
   if (now - last_sweep_ms < (pressed ? floor_age : delay / 2)) return;
   last_sweep_ms = now;
@@ -239,7 +232,7 @@ void segment_page_free(hak_page_t *pg) {
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
-  uint32_t now = now_ms();
+  uint32_t now = os_now_ms();
   for (unsigned i = first; i < first + n; i++) {
     s->freed_ms[i] = now;
     s->last_cls[i] = (uint8_t)pg->cls;
@@ -262,7 +255,7 @@ bool segment_trim(void) {
     next = s->next;
     if (s->free_mask == ALL_SLICES) { segment_unmap(s); any = true; }
   }
-  if (dirty_bytes) { purge_sweep(now_ms(), 0); any = true; }
+  if (dirty_bytes) { purge_sweep(os_now_ms(), 0); any = true; }
   hak_unlock(&seg_lock);
   return any;
 }
