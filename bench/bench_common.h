@@ -74,6 +74,30 @@ static BENCH_UNUSED void bench_oom(const char *prog, size_t size)
     exit(3);
 }
 
+/* One step of the random-mixed loop (SPEC's workload): pick a slot; free its
+ * block if it holds one, else allocate min + [0, span) bytes and write a byte.
+ * Always inlined, so every program that runs it compiles the same loop. */
+static inline __attribute__((always_inline)) void
+bench_mixed_step(const char *prog, void **slots, uint32_t nslots, uint64_t *rng,
+                 uint64_t min, uint32_t span, unsigned char tag, uint64_t *checksum)
+{
+    uint64_t r = bench_rng_next(rng);
+    uint32_t idx = bench_range((uint32_t)(r >> 32), nslots);
+    unsigned char *p = slots[idx];
+    if (p) {
+        *checksum += *p;
+        free(p);
+        slots[idx] = NULL;
+    } else {
+        size_t sz = (size_t)min + bench_range((uint32_t)r, span);
+        p = malloc(sz);
+        if (BENCH_UNLIKELY(!p))
+            bench_oom(prog, sz);
+        *p = tag;
+        slots[idx] = p;
+    }
+}
+
 /* Parse a count: decimal, optional k/m/g suffix (powers of 1000), or an
  * exponent form such as 2e7.  Exits with a usage error when malformed. */
 static BENCH_UNUSED uint64_t bench_arg_u64(const char *prog, const char *usage,

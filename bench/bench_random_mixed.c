@@ -37,23 +37,8 @@ int main(int argc, char **argv)
     uint64_t checksum = 0;
 
     double t0 = bench_now();
-    for (uint64_t i = 0; i < iters; i++) {
-        uint64_t r = bench_rng_next(&rng);
-        uint32_t idx = bench_range((uint32_t)(r >> 32), nslots);
-        unsigned char *p = slots[idx];
-        if (p) {
-            checksum += *p;
-            free(p);
-            slots[idx] = NULL;
-        } else {
-            size_t sz = (size_t)min + bench_range((uint32_t)r, span);
-            p = malloc(sz);
-            if (BENCH_UNLIKELY(!p))
-                bench_oom(prog, sz);
-            *p = (unsigned char)i;
-            slots[idx] = p;
-        }
-    }
+    for (uint64_t i = 0; i < iters; i++)
+        bench_mixed_step(prog, slots, nslots, &rng, min, span, (unsigned char)i, &checksum);
     double secs = bench_now() - t0;
 
     for (uint32_t i = 0; i < nslots; i++) {

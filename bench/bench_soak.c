@@ -47,23 +47,8 @@ int main(int argc, char **argv)
 
     for (;;) {
         double t0 = bench_now();
-        for (uint64_t k = 0; k < epoch_ops; k++, i++) {
-            uint64_t r = bench_rng_next(&rng);
-            uint32_t idx = bench_range((uint32_t)(r >> 32), nslots);
-            unsigned char *p = slots[idx];
-            if (p) {
-                checksum += *p;
-                free(p);
-                slots[idx] = NULL;
-            } else {
-                size_t sz = (size_t)min + bench_range((uint32_t)r, span);
-                p = malloc(sz);
-                if (BENCH_UNLIKELY(!p))
-                    bench_oom(prog, sz);
-                *p = (unsigned char)i;
-                slots[idx] = p;
-            }
-        }
+        for (uint64_t k = 0; k < epoch_ops; k++, i++)
+            bench_mixed_step(prog, slots, nslots, &rng, min, span, (unsigned char)i, &checksum);
         double t1 = bench_now();
         double secs = t1 - t0;
         busy += secs;

@@ -34,21 +34,7 @@ static void *churn(void *arg)
     const uint32_t span = (uint32_t)(j->max - j->min + 1);
     uint64_t ops = 0, checksum = 0;
     for (uint64_t i = 0; i < j->iters; i++) {
-        uint64_t r = bench_rng_next(&rng);
-        uint32_t idx = bench_range((uint32_t)(r >> 32), SLOTS);
-        unsigned char *p = slots[idx];
-        if (p) {
-            checksum += *p;
-            free(p);
-            slots[idx] = NULL;
-        } else {
-            size_t sz = (size_t)j->min + bench_range((uint32_t)r, span);
-            p = malloc(sz);
-            if (BENCH_UNLIKELY(!p))
-                bench_oom(prog, sz);
-            *p = (unsigned char)(i + j->index);
-            slots[idx] = p;
-        }
+        bench_mixed_step(prog, (void **)slots, SLOTS, &rng, j->min, span, (unsigned char)(i + j->index), &checksum);
         ops++;
     }
     j->nkept = 0;
