@@ -22,7 +22,7 @@ void slice_map_init(void) {
   size_t len = (size_t)1 << HAK_SLICE_MAP_BITS;
   void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m != MAP_FAILED) { /* if refused: stay on the slow path, correct, just slower */
-    hak_slice_map = m;
+    __atomic_store_n(&hak_slice_map, (uint8_t *)m, __ATOMIC_RELAXED);
     __atomic_store_n(&hak_slice_mask, len - 1, __ATOMIC_RELEASE);
   }
   atomic_store_explicit(&state, 2, memory_order_release);

@@ -37,8 +37,19 @@ void registry_remove(const void *chunk) HAK_HIDDEN;
 extern uint8_t *hak_slice_map HAK_HIDDEN;
 extern uintptr_t hak_slice_mask HAK_HIDDEN;
 
+/* The mask must be read before the map pointer: start-up publishes the
+ * pointer first, and a reader pairing the new mask with the old one-byte
+ * placeholder would read out of bounds. x86 never reorders two loads, so
+ * there only the compiler is held back (no instruction); weakly ordered CPUs
+ * get an acquire load. */
 HAK_INLINE unsigned slice_map_value(const void *p) {
-  return hak_slice_map[((uintptr_t)p >> HAK_SLICE_SHIFT) & hak_slice_mask];
+#if defined(__x86_64__) || defined(__i386__)
+  uintptr_t idx = ((uintptr_t)p >> HAK_SLICE_SHIFT) & hak_slice_mask;
+  __atomic_signal_fence(__ATOMIC_ACQUIRE);
+#else
+  uintptr_t idx = ((uintptr_t)p >> HAK_SLICE_SHIFT) & __atomic_load_n(&hak_slice_mask, __ATOMIC_ACQUIRE);
+#endif
+  return hak_slice_map[idx];
 }
 
 /* Reserve the map (start-up, once). */
