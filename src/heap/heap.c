@@ -54,12 +54,14 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
 }
 
 /* An empty page goes back to its segment, unless it is the class's only page
- * (then the next refill would just fetch it again) or it is queued for its
- * remote frees (then it is retired when popped). */
+ * in a heap that allocates from the class (then the next refill would just
+ * fetch it again), or it is queued for its remote frees (then it is retired
+ * when popped). A heap that only adopted the page by freeing into it, like a
+ * main thread reaping its workers' blocks, gives it back. */
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
   hak_page_list_t *l = &h->avail[p->cls];
-  if (l->head == p && p->next == NULL) return;
+  if (l->head == p && p->next == NULL && h->allocates[p->cls]) return;
   list_remove(l, p);
   segment_page_free(p);
 }
@@ -139,6 +141,7 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
 }
 
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
+  h->allocates[cls] = 1;
   if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote(h);
   unsigned n = 0;
   while (n < max) {

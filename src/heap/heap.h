@@ -40,6 +40,7 @@ struct hak_heap {
   _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
   hak_heap_t *pool_next;                /* free-heap pool link */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
+  uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
   void      **slot_store;               /* backing store of the bins' slots */
 };
 

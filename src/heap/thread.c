@@ -82,6 +82,7 @@ bool thread_heap_init(hak_tls_t *t) {
     b->cap = hak_config.tcache_cap[c];
     slot += hak_config.tcache_cap[c];
     h->batch[c] = (uint16_t)(b->cap / 2 < 4 ? (b->cap / 2 ? b->cap / 2 : 1) : 4);
+    h->allocates[c] = 0; /* a recycled heap starts afresh */
   }
   t->heap = h;
   t->state = HAK_THREAD_LIVE;
