@@ -18,6 +18,9 @@ typedef struct hak_bin {
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
 
+/* Cache size of a class the thread has only freed into, never allocated from. */
+#define HAK_FREE_ONLY_CAP 16
+
 /* bins[v] is indexed by the slice map's value v (see guard/registry.h):
  * v == 0 (not a small block of ours, or not known yet) and v ==
  * HAK_CLASS_NONE + 1 (large) are sentinels with cap 0, so those pointers miss

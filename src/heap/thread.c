@@ -79,9 +79,11 @@ bool thread_heap_init(hak_tls_t *t) {
     hak_bin_t *b = bin_of(t, c);
     b->slots = slot;
     b->count = 0;
-    b->cap = hak_config.tcache_cap[c];
+    /* Full size only once the thread allocates from the class (first
+     * refill): a thread that only frees, a consumer, holds little. */
+    b->cap = hak_config.tcache_cap[c] < HAK_FREE_ONLY_CAP ? hak_config.tcache_cap[c] : HAK_FREE_ONLY_CAP;
     slot += hak_config.tcache_cap[c];
-    h->batch[c] = (uint16_t)(b->cap / 2 < 4 ? (b->cap / 2 ? b->cap / 2 : 1) : 4);
+    h->batch[c] = (uint16_t)(hak_config.tcache_cap[c] / 2 < 4 ? (hak_config.tcache_cap[c] / 2 ? hak_config.tcache_cap[c] / 2 : 1) : 4);
     h->allocates[c] = 0; /* a recycled heap starts afresh */
   }
   t->heap = h;
@@ -106,6 +108,7 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
   hak_bin_t *b = bin_of(t, cls);
   if (b->count) return b->slots[--b->count];
   void *p;
+  b->cap = hak_config.tcache_cap[cls];
   if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
   /* Slow start: a thread that needs few blocks of a class carves (and at
    * exit writes to) few; one that keeps refilling gets half a cache each time. */
