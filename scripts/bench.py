@@ -679,6 +679,17 @@ def describe_exit(rc):
     return "exit status %d" % rc
 
 
+def run_tool(tool, cmd, env, workload, alloc, out_path, parse, timeout):
+    """Run a workload under an analysis tool (strace, callgrind) that writes
+    its report to out_path; return (ops the program did, parse(report))."""
+    res = run_measured(cmd, env, timeout=timeout)
+    check_run(res, workload.program)
+    if not res.ok:
+        raise RuntimeError("%s under %s: %s\n%s" % (alloc.name, tool, res.error, tail(res.stderr)))
+    with open(out_path, encoding="utf-8", errors="replace") as f:
+        return res.fields["ops"], parse(f.read())
+
+
 def strace_counts(build_dir, workload, n, alloc, timeout=600):
     """Run under `strace -f -c -e trace=%memory`; return (ops, {syscall: calls})."""
     with tempfile.NamedTemporaryFile(prefix="bench-strace.", suffix=".txt",
@@ -692,14 +703,7 @@ def strace_counts(build_dir, workload, n, alloc, timeout=600):
         env = dict(os.environ)
         env.pop("LD_PRELOAD", None)
         env.update(alloc.env)
-        res = run_measured(cmd, env, timeout=timeout)
-        check_run(res, workload.program)
-        if not res.ok:
-            raise RuntimeError("%s under strace: %s\n%s" % (alloc.name, res.error,
-                                                           tail(res.stderr)))
-        with open(out_path, encoding="utf-8", errors="replace") as f:
-            calls = parse_strace_summary(f.read())
-        return res.fields["ops"], calls
+        return run_tool("strace", cmd, env, workload, alloc, out_path, parse_strace_summary, timeout)
     finally:
         os.unlink(out_path)
 
@@ -711,14 +715,8 @@ def callgrind_instructions(build_dir, workload, n, alloc, timeout=1800):
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out_path,
                program_path(build_dir, workload.program)] + workload.args(n)
         # valgrind hands LD_PRELOAD from its environment on to the program.
-        res = run_measured(cmd, alloc.environment(), timeout=timeout)
-        check_run(res, workload.program)
-        if not res.ok:
-            raise RuntimeError("%s under callgrind: %s\n%s" % (alloc.name, res.error,
-                                                              tail(res.stderr)))
-        with open(out_path, encoding="utf-8", errors="replace") as f:
-            total = parse_callgrind_total(f.read())
-        return res.fields["ops"], total
+        return run_tool("callgrind", cmd, alloc.environment(), workload, alloc, out_path,
+                        parse_callgrind_total, timeout)
 
 
 def tail(text, lines=8):
