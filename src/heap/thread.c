@@ -16,10 +16,10 @@
 
 __thread hak_tls_t hak_tls;
 
-static hak_lock_t pool_lock = HAK_LOCK_INIT;
+static hak_lock_t pool_lock = HAK_LOCK_NAMED("heap_pool");
 static hak_heap_t *pool_free;
 
-static hak_lock_t shared_lock = HAK_LOCK_INIT;
+static hak_lock_t shared_lock = HAK_LOCK_NAMED("shared_heap");
 static hak_heap_t shared_heap;
 
 static pthread_key_t exit_key;

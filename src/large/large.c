@@ -25,7 +25,7 @@
 #define HUGE_CACHE_SLOTS 16
 #define HUGE_MIN_OFFSET 64
 
-static hak_lock_t large_lock = HAK_LOCK_INIT;
+static hak_lock_t large_lock = HAK_LOCK_NAMED("large");
 static hak_segment_t *huge_cache[HUGE_CACHE_SLOTS];
 static size_t huge_cached_bytes;
 static size_t huge_live_blocks, huge_live_bytes;

@@ -26,7 +26,7 @@
 
 /* Per class, oldest first: the oldest abandoned pages are the likeliest to
  * have had their blocks freed since. */
-static hak_lock_t abandoned_lock = HAK_LOCK_INIT;
+static hak_lock_t abandoned_lock = HAK_LOCK_NAMED("abandoned");
 static struct { hak_page_t *head, *tail; } abandoned[HAK_NCLASSES];
 
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {

@@ -22,7 +22,7 @@
 
 #define ALL_SLICES 0xffffffffu
 
-static hak_lock_t seg_lock = HAK_LOCK_INIT;
+static hak_lock_t seg_lock = HAK_LOCK_NAMED("segment");
 static hak_segment_t *seg_head, *seg_tail;  /* segments with at least one free slice */
 static size_t seg_empty;                     /* of those, entirely free */
 static size_t dirty_bytes;                   /* free slices holding touched memory */

@@ -4,6 +4,7 @@
 #include "stats/stats.h"
 #include "heap/size_class.h"
 #include "segment/segment.h"
+#include "os/lock.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,6 +72,15 @@ void stats_print(int fd) {
     if (!any) continue;
     snprintf(line, sizeof line, "  %5d %7u %11llu %11llu %12llu %12llu\n", k, hak_class_size[k],
              (unsigned long long)v[0], (unsigned long long)v[1], (unsigned long long)v[2], (unsigned long long)v[3]);
+    put(fd, line);
+  }
+#endif
+#if HAK_OBSERVE
+  /* Process-wide lock acquisitions, one `lock <name> <count>` line each
+   * (a fixed form that scripts parse; a lock never taken is not listed). */
+  for (hak_lock_t *l = atomic_load_explicit(&hak_lock_list, memory_order_acquire); l; l = l->list_next) {
+    snprintf(line, sizeof line, "lock %s %llu\n", l->name ? l->name : "unnamed",
+             (unsigned long long)atomic_load_explicit(&l->acquisitions, memory_order_relaxed));
     put(fd, line);
   }
 #endif

@@ -1,0 +1,24 @@
+#!/bin/sh
+# test_lock_report.sh OBSERVE_LIB STANDARD_LIB PROGRAM [ARGS...]
+# The observe build's HAKMEM_STATS=1 report has one `lock <name> <count>` line
+# per process-wide lock taken (os/lock.h); scripts parse exactly that form.
+# PROGRAM (multi-threaded, allocating) must take the segment lock and the heap
+# pool lock at least once. The standard build prints no lock lines.
+set -u
+obs=$1 std=$2; shift 2
+out=$(mktemp); trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL: $*"; cat "$out"; exit 1; }
+
+LD_PRELOAD=$obs HAKMEM_STATS=1 "$@" >/dev/null 2>"$out" || fail "program failed under the observe build"
+grep '^lock ' "$out" | grep -Ev '^lock [a-z_]+ [0-9]+$' && fail "a lock line is not 'lock <name> <count>'"
+for name in segment heap_pool; do
+  grep -Eq "^lock $name [1-9][0-9]*$" "$out" || fail "no positive count for lock $name"
+done
+grep -q '^lock unnamed ' "$out" && fail "a process-wide lock has no name (use HAK_LOCK_NAMED)"
+n=$(grep -c '^lock ' "$out")
+names=$(grep '^lock ' "$out" | cut -d' ' -f2 | sort)
+[ "$(echo "$names" | uniq -d)" = "" ] || fail "a lock name appears twice"
+
+LD_PRELOAD=$std HAKMEM_STATS=1 "$@" >/dev/null 2>"$out" || fail "program failed under the tested build"
+if [ "$std" != "$obs" ] && grep -q '^lock ' "$out"; then fail "lock lines outside the observe build"; fi
+echo "ok: $n lock lines in the observe report:" $names
