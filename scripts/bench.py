@@ -524,8 +524,9 @@ def discover_allocators(build_dir, wanted, log):
 # --------------------------------------------------------------------------
 
 class Workload:
-    def __init__(self, name, program, argfn, quick, full, trace, callgrind, desc):
+    def __init__(self, name, program, argfn, quick, full, trace, callgrind, desc, figure=None):
         self.name = name
+        self.figure = figure        # extra result key reported per allocator, or None
         self.program = program
         self.argfn = argfn          # n -> list of arguments
         self.quick = quick          # n for the quick timed runs
@@ -575,6 +576,49 @@ WORKLOADS = [
     Workload("realloc_large", "bench_realloc", lambda n: [n, 64, "8M"],
              15000, 60000, (3000, 15000), None,
              "64 growing buffers up to 8 MiB (large reallocs)"),
+]
+
+
+def _cores():
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+CORES = _cores()
+OVERSUB = (8 * CORES, 16 * CORES)
+
+# The cross-thread shapes (issue 6): batches through a locked queue, threads
+# re-created with a shared exchange array, a realistic size mix, many more
+# threads than cores, and the memory an idle thread keeps.
+WORKLOADS += [
+    Workload("xmalloc", "bench_xmalloc", lambda n: [2, 2, n],
+             300, 1500, (30, 150), None,
+             "2 producers allocate 64 B blocks in batches of 4096, queue whole batches on a "
+             "mutex-protected list; 2 consumers free whole batches"),
+    Workload("stress", "bench_stress", lambda n: [32, 10, n],
+             8, 40, (2, 10), None,
+             "32 threads re-created every round, a quarter of the blocks swapped through a "
+             "shared array, 8-512 B powers of two with 1% 100-1000x larger, contents checked "
+             "on free"),
+    Workload("sizemix", "bench_sizemix", lambda n: [4, n, 1000],
+             300000, 1500000, (30000, 150000), (20000, 40000),
+             "4 threads, ws=1000 each, 60% 16-128 B, 25% to 1 KiB, 10% to 8 KiB, 4% to "
+             "64 KiB, 1% to 512 KiB; 20% of frees handed to another thread"),
+    Workload("oversub_8x", "bench_oversub", lambda n: [OVERSUB[0], n // OVERSUB[0], 400],
+             3200000, 16000000, (320000, 1600000), None,
+             "%d threads (8x the cores) at once, ws=400 each, 16-1024 B, 10%% of frees "
+             "handed to another thread" % OVERSUB[0]),
+    Workload("oversub_16x", "bench_oversub", lambda n: [OVERSUB[1], n // OVERSUB[1], 400],
+             3200000, 16000000, (320000, 1600000), None,
+             "%d threads (16x the cores) at once, ws=400 each, 16-1024 B, 10%% of frees "
+             "handed to another thread" % OVERSUB[1]),
+    Workload("thread_mem", "bench_thread_mem", lambda n: [64, n],
+             1, 1, (1, 4), None,
+             "64 threads each allocate and free one block of every class 16 B-32 KiB, then "
+             "idle: RSS per idle thread",
+             figure=("rss_per_thread_kb", "RSS per idle thread, KiB")),
 ]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}
 
@@ -834,6 +878,10 @@ def summarize(workloads, allocators, runs, syscalls):
                  "checksum": good[0].fields["checksum"] if good else None,
                  "errors": sorted(set(r.error for r in rs if not r.ok)),
                  "values": ops}
+            if w.figure:
+                figs = [r.fields.get(w.figure[0]) for r in good]
+                figs = [f for f in figs if isinstance(f, (int, float))]
+                s["figure"] = median(figs) if figs else float("nan")
             sc = syscalls.get((w.name, a.name))
             s["syscalls"] = sc
             summary[(w.name, a.name)] = s
@@ -910,6 +958,13 @@ def build_tables(workloads, allocators, summary):
         if any_sc:
             sys_rows.append(row)
     sys_table = markdown_table(["workload"] + names, sys_rows) if sys_rows else None
+    fig_rows = [[w.name + ": " + w.figure[1]]
+                + [fmt_num(summary[(w.name, n)].get("figure"), 4) for n in names]
+                for w in workloads if w.figure]
+    if fig_rows:
+        main += ("\n\nFigures of their own (median of the runs; memory per thread: RSS "
+                 "while idle minus RSS before the threads, over the thread count):\n\n"
+                 + markdown_table(["workload: figure"] + names, fig_rows))
     if sys_table and any(c.endswith("*") for r in sys_rows for c in r):
         sys_table += ("\n\n\\* the shorter run made more calls than the longer one (bursty, "
                       "scheduling-dependent): average over the whole longer run instead")

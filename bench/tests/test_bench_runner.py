@@ -40,6 +40,22 @@ SAMPLES = {
     "bench_soak": "bench_soak seconds=1 epoch_ops=1000000 ws=400 seed=1 min=16 max=1024 "
                   "epochs=90 rss_kb=1968 ops=90000000 secs=1.004159 ops_per_sec=8.962724e+07 "
                   "ns_per_op=11.157 peak_rss_kb=1968 checksum=5737608306",
+    "bench_xmalloc": "bench_xmalloc producers=2 consumers=2 batches=20 size=64 batch=1024 "
+                     "depth=16 ops=82000 secs=0.001733 ops_per_sec=4.731742e+07 "
+                     "ns_per_op=21.134 peak_rss_kb=4492 checksum=6246400",
+    "bench_stress": "bench_stress threads=8 scale=2 rounds=3 seed=1 blocks=32400 ops=64800 "
+                    "secs=0.010221 ops_per_sec=6.340023e+06 ns_per_op=157.728 "
+                    "peak_rss_kb=3988 checksum=1202054",
+    "bench_sizemix": "bench_sizemix threads=4 iters=20000 ws=200 cross_pct=20 seed=1 "
+                     "handed=15768 ops=160000 secs=0.032110 ops_per_sec=4.982827e+06 "
+                     "ns_per_op=200.689 peak_rss_kb=21360 checksum=17986039",
+    "bench_oversub": "bench_oversub threads=32 iters=5000 ws=100 remote_pct=10 min=16 max=1024 "
+                     "seed=1 handed=7843 ops=160000 secs=0.004289 ops_per_sec=3.730417e+07 "
+                     "ns_per_op=26.807 peak_rss_kb=4876 checksum=20484582",
+    "bench_thread_mem": "bench_thread_mem threads=64 count=1 max=32768 idle_ms=0 "
+                        "rss_before_kb=2060 rss_idle_kb=33056 rss_per_thread_kb=484.3 ops=7040 "
+                        "secs=0.007985 ops_per_sec=8.816531e+05 ns_per_op=1134.233 "
+                        "peak_rss_kb=35204 checksum=898190",
 }
 
 SOAK_OUTPUT = """\
@@ -353,6 +369,27 @@ class ReportTest(unittest.TestCase):
                 self.assertLessEqual(w.quick, w.full)
                 if w.callgrind:
                     self.assertLess(w.callgrind[0], w.callgrind[1])
+
+    def test_every_program_has_a_sample_and_a_workload(self):
+        programs = {w.program for w in bench.WORKLOADS}
+        self.assertLessEqual(programs, set(SAMPLES))
+
+    def test_figure_of_a_workload_is_tabled_per_allocator(self):
+        w = bench.WORKLOAD_BY_NAME["thread_mem"]
+        allocs = [bench.Allocator("hakmem", "/x.so"), bench.Allocator("glibc")]
+        runs = {}
+        for a, kb in (("hakmem", [40.0, 50.0, 60.0]), ("glibc", [20.0, 30.0])):
+            for v in kb:
+                r = bench.RunResult([], 0, "", "", 0.1, 1000)
+                r.fields = bench.parse_result(
+                    SAMPLES["bench_thread_mem"].replace("rss_per_thread_kb=484.3",
+                                                        "rss_per_thread_kb=%s" % v))
+                runs.setdefault((w.name, a), []).append(r)
+        summary = bench.summarize([w], allocs, runs, {})
+        self.assertEqual(summary[(w.name, "hakmem")]["figure"], 50.0)
+        self.assertEqual(summary[(w.name, "glibc")]["figure"], 25.0)
+        main, _ = bench.build_tables([w], allocs, summary)
+        self.assertIn("| thread_mem: RSS per idle thread, KiB | 50 | 25 |", main)
 
     def test_allocator_environment(self):
         base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}

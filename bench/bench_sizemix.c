@@ -1,0 +1,144 @@
+/* bench_sizemix THREADS ITERS WS [CROSS_PCT [SEED]]
+ *
+ * A realistic size mix with cross-thread frees (the shape of rpmalloc's
+ * benchmark).  THREADS threads each own WS slots and make ITERS allocations.
+ * Each step picks a random slot; a block already in it is released first and
+ * the slot gets a new block.  Sizes follow a distribution weighted to small
+ * blocks with a tail of mid and large ones:
+ *     60%  16..128 B    25%  129 B..1 KiB    10%  1..8 KiB
+ *      4%  8..64 KiB     1%  64..512 KiB
+ * The first and last byte of every block are written.  A released block is
+ * freed by its thread, or with chance CROSS_PCT percent (default 20) handed to
+ * the next thread's mailbox; each thread frees what it was handed every 64
+ * steps and at the end, and the main thread frees what is left after the join.
+ *
+ * Operations = 2 * THREADS * ITERS (every block is allocated once and freed
+ * once).  The checksum sums the two bytes of every block when it is released;
+ * it does not depend on scheduling.
+ */
+#include "bench_xthread.h"
+#include <pthread.h>
+
+static const char *USAGE = "THREADS ITERS WS [CROSS_PCT [SEED]]";
+static const char *prog = "bench_sizemix";
+
+struct worker {
+    struct bench_mailbox inbox;
+    pthread_t tid;
+    uint64_t index, checksum, handed;
+};
+
+static struct worker *workers;
+static uint64_t n_threads, n_iters, ws, cross_pct, seed;
+static pthread_barrier_t start;
+
+static size_t pick_size(uint64_t r)
+{
+    uint32_t bucket = bench_range((uint32_t)r, 100);
+    uint32_t u = (uint32_t)(r >> 32);
+    if (bucket < 60)
+        return 16 + bench_range(u, 113);                 /* 16..128 */
+    if (bucket < 85)
+        return 129 + bench_range(u, 1024 - 128);         /* 129..1024 */
+    if (bucket < 95)
+        return 1025 + bench_range(u, 8192 - 1024);       /* 1K..8K */
+    if (bucket < 99)
+        return 8193 + bench_range(u, 65536 - 8192);      /* 8K..64K */
+    return 65537 + bench_range(u, 524288 - 65536);       /* 64K..512K */
+}
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    struct bench_mailbox *next = &workers[(w->index + 1) % n_threads].inbox;
+    uint64_t rng = bench_rng_seed(seed * 7919u + w->index);
+    const uint32_t cross = (uint32_t)(cross_pct * 65536 / 100);
+    unsigned char **slot = calloc(ws, sizeof(*slot));
+    size_t *size = calloc(ws, sizeof(*size));
+    if (!slot || !size)
+        bench_oom(prog, ws * sizeof(*slot));
+    uint64_t checksum = 0, handed = 0;
+    pthread_barrier_wait(&start);
+    for (uint64_t i = 0; i < n_iters; i++) {
+        uint64_t r = bench_rng_next(&rng);
+        uint32_t idx = bench_range((uint32_t)(r >> 32), (uint32_t)ws);
+        unsigned char *p = slot[idx];
+        if (p) {
+            checksum += (uint64_t)p[0] + p[size[idx] - 1];
+            if (((uint32_t)r & 0xffff) < cross) {
+                bench_mailbox_push(next, p);
+                handed++;
+            } else {
+                free(p);
+            }
+        }
+        size_t sz = pick_size(bench_rng_next(&rng));
+        p = malloc(sz);
+        if (BENCH_UNLIKELY(!p))
+            bench_oom(prog, sz);
+        p[0] = (unsigned char)i;
+        p[sz - 1] = (unsigned char)(w->index + sz);
+        slot[idx] = p;
+        size[idx] = sz;
+        if ((i & 63) == 63)
+            bench_mailbox_drain(&w->inbox);
+    }
+    for (uint64_t k = 0; k < ws; k++) {
+        if (slot[k]) {
+            checksum += (uint64_t)slot[k][0] + slot[k][size[k] - 1];
+            free(slot[k]);
+        }
+    }
+    bench_mailbox_drain(&w->inbox);
+    free(slot);
+    free(size);
+    w->checksum = checksum;
+    w->handed = handed;
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: %s %s\n", prog, USAGE);
+        return 2;
+    }
+    n_threads = bench_arg_u64(prog, USAGE, argv[1]);
+    n_iters = bench_arg_u64(prog, USAGE, argv[2]);
+    ws = bench_arg_u64(prog, USAGE, argv[3]);
+    cross_pct = argc >= 5 ? bench_arg_u64(prog, USAGE, argv[4]) : 20;
+    seed = argc >= 6 ? bench_arg_u64(prog, USAGE, argv[5]) : 1;
+    if (n_threads == 0 || n_threads > 1024 || ws == 0 || ws > (1u << 26) || cross_pct > 100)
+        bench_die(prog, "need THREADS 1..1024, WS 1..2^26, CROSS_PCT <= 100");
+
+    workers = aligned_alloc(64, n_threads * sizeof(*workers));
+    if (!workers)
+        bench_oom(prog, n_threads * sizeof(*workers));
+    memset(workers, 0, n_threads * sizeof(*workers));
+    pthread_barrier_init(&start, NULL, (unsigned)(n_threads + 1));
+    for (uint64_t t = 0; t < n_threads; t++) {
+        workers[t].index = t;
+        atomic_init(&workers[t].inbox.head, NULL);
+        if (pthread_create(&workers[t].tid, NULL, run, &workers[t]) != 0)
+            bench_die(prog, "pthread_create failed");
+    }
+    pthread_barrier_wait(&start);
+    double t0 = bench_now();
+    for (uint64_t t = 0; t < n_threads; t++)
+        pthread_join(workers[t].tid, NULL);
+    double secs = bench_now() - t0;
+    uint64_t checksum = 0, handed = 0;
+    for (uint64_t t = 0; t < n_threads; t++) {
+        bench_mailbox_drain(&workers[t].inbox);
+        checksum += workers[t].checksum;
+        handed += workers[t].handed;
+    }
+    pthread_barrier_destroy(&start);
+    free(workers);
+
+    printf("%s threads=%llu iters=%llu ws=%llu cross_pct=%llu seed=%llu handed=%llu", prog,
+           (unsigned long long)n_threads, (unsigned long long)n_iters, (unsigned long long)ws,
+           (unsigned long long)cross_pct, (unsigned long long)seed, (unsigned long long)handed);
+    bench_print_tail(2 * n_threads * n_iters, secs, checksum);
+    return 0;
+}
