@@ -35,6 +35,18 @@ int    hak_trim(void);
 /* Non-zero if ptr lies in memory that HAKMEM manages. */
 int    hak_owns(const void *ptr);
 
+/* ---- options (docs/options.md) --------------------------------------------
+ * name: an option's environment variable, with or without the HAKMEM_
+ * prefix, in any case ("HAKMEM_DIRTY_MAX", "dirty_max"). Sizes are in bytes,
+ * delays in milliseconds, choices by number (HAKMEM_THP: 0 system, 1 never,
+ * 2 auto, 3 always; HAKMEM_STATS: 0 off, 1 text, 2 json).
+ * Both return 0 on success or an errno value: ENOENT (no such option),
+ * EINVAL (value is NULL), EPERM (the option is read at start-up only),
+ * ERANGE (value outside the option's range, or a cache size above its
+ * start-up value). */
+int    hak_option_get(const char *name, long long *value);
+int    hak_option_set(const char *name, long long value);
+
 #ifdef __cplusplus
 }
 #endif

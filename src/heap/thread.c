@@ -26,7 +26,7 @@ static pthread_key_t exit_key;
 
 static size_t heap_bytes(void) {
   size_t slots = 0;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) slots += hak_config.tcache_cap[c];
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) slots += hak_config.tcache_slots[c];
   return align_up(sizeof(hak_heap_t) + slots * sizeof(void *), os_page_size());
 }
 
@@ -82,7 +82,7 @@ bool thread_heap_init(hak_tls_t *t) {
     /* Full size only once the thread allocates from the class (first
      * refill): a thread that only frees, a consumer, holds little. */
     b->cap = hak_config.tcache_cap[c] < HAK_FREE_ONLY_CAP ? hak_config.tcache_cap[c] : HAK_FREE_ONLY_CAP;
-    slot += hak_config.tcache_cap[c];
+    slot += hak_config.tcache_slots[c];
     h->batch[c] = (uint16_t)(hak_config.tcache_cap[c] / 2 < 4 ? (hak_config.tcache_cap[c] / 2 ? hak_config.tcache_cap[c] / 2 : 1) : 4);
     h->allocates[c] = 0; /* a recycled heap starts afresh */
   }
