@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-import bench  # noqa: E402
+from hakbench import parse  # noqa: E402
 
 
 def main():
@@ -20,17 +20,17 @@ def main():
     p.add_argument("--reference")
     a = p.parse_args()
     try:
-        got = bench.parse_result(a.output, a.program)
-    except bench.ParseError as e:
+        got = parse.parse_result(a.output, a.program)
+    except parse.ParseError as e:
         print("FAIL: %s" % e)
         return 1
     print("ok: %s" % " ".join("%s=%s" % kv for kv in got.items() if kv[0] != "program"))
     if a.program == "bench_soak":
-        bench.parse_epochs(a.output)
+        parse.parse_epochs(a.output)
     if a.reference is not None:
         try:
-            ref = bench.parse_result(a.reference, a.program)
-        except bench.ParseError as e:
+            ref = parse.parse_result(a.reference, a.program)
+        except parse.ParseError as e:
             print("FAIL: reference run: %s" % e)
             return 1
         if ref["checksum"] != got["checksum"] or ref["ops"] != got["ops"]:

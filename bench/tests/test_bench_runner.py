@@ -1,5 +1,6 @@
-"""Unit tests of scripts/bench.py: parsing of the programs' and tools' output,
-and the statistics behind the tables and verdicts.  Standard library only:
+"""Unit tests of the benchmark runner (scripts/hakbench): parsing of the
+programs' and tools' output, and the statistics behind the tables and verdicts.
+Standard library only:
 
     python3 -m unittest discover -s bench/tests -v
 """
@@ -11,7 +12,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 
-import bench  # noqa: E402
+from hakbench import (  # noqa: E402
+    allocators, common, compare, parse, report, runner, stats, workloads)
 
 
 # One real line of each program (as printed by bench/*.c).
@@ -108,7 +110,7 @@ class ParseResultTest(unittest.TestCase):
     def test_every_program_line_parses(self):
         for prog, line in SAMPLES.items():
             with self.subTest(prog=prog):
-                f = bench.parse_result(line + "\n", prog)
+                f = parse.parse_result(line + "\n", prog)
                 self.assertEqual(f["program"], prog)
                 self.assertIsInstance(f["ops"], int)
                 self.assertIsInstance(f["ops_per_sec"], float)
@@ -117,7 +119,7 @@ class ParseResultTest(unittest.TestCase):
                 self.assertIsInstance(f["peak_rss_kb"], int)
 
     def test_values_are_typed(self):
-        f = bench.parse_result(SAMPLES["bench_random_mixed"])
+        f = parse.parse_result(SAMPLES["bench_random_mixed"])
         self.assertEqual(f["iters"], 20000000)
         self.assertEqual(f["ws"], 400)
         self.assertAlmostEqual(f["ops_per_sec"], 9.049774e7)
@@ -126,200 +128,200 @@ class ParseResultTest(unittest.TestCase):
     def test_last_result_line_wins_and_noise_is_skipped(self):
         text = ("warming up\n" + SAMPLES["bench_fixed_size"].replace("seed=1", "seed=9") + "\n"
                 + "some other line ops_per_sec=5\n" + SAMPLES["bench_fixed_size"] + "\n")
-        self.assertEqual(bench.parse_result(text, "bench_fixed_size")["seed"], 1)
+        self.assertEqual(parse.parse_result(text, "bench_fixed_size")["seed"], 1)
 
     def test_epoch_lines_are_not_the_result(self):
-        f = bench.parse_result(SOAK_OUTPUT, "bench_soak")
+        f = parse.parse_result(SOAK_OUTPUT, "bench_soak")
         self.assertEqual(f["epochs"], 3)
         self.assertNotIn("epoch", f)
 
     def test_other_program_is_not_taken(self):
-        with self.assertRaises(bench.ParseError):
-            bench.parse_result(SAMPLES["bench_larson"], "bench_prodcons")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_result(SAMPLES["bench_larson"], "bench_prodcons")
 
     def test_missing_fields_are_errors(self):
-        with self.assertRaises(bench.ParseError):
-            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=1\n")     # no checksum
-        with self.assertRaises(bench.ParseError):
-            bench.parse_result("")
-        with self.assertRaises(bench.ParseError):
-            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=fast checksum=1")
-        with self.assertRaises(bench.ParseError):
-            bench.parse_result("bench_x ops=1 secs=1 ops_per_sec=1 checksum=1 garbage")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_result("bench_x ops=1 secs=1 ops_per_sec=1\n")     # no checksum
+        with self.assertRaises(parse.ParseError):
+            parse.parse_result("")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_result("bench_x ops=1 secs=1 ops_per_sec=fast checksum=1")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_result("bench_x ops=1 secs=1 ops_per_sec=1 checksum=1 garbage")
 
     def test_parse_fields(self):
-        self.assertEqual(bench.parse_fields("p a=1 b=2.5 c=x d=-3"),
+        self.assertEqual(parse.parse_fields("p a=1 b=2.5 c=x d=-3"),
                          {"program": "p", "a": 1, "b": 2.5, "c": "x", "d": -3})
-        with self.assertRaises(bench.ParseError):
-            bench.parse_fields("a=1 b=2")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_fields("a=1 b=2")
 
     def test_epochs(self):
-        epochs = bench.parse_epochs(SOAK_OUTPUT)
+        epochs = parse.parse_epochs(SOAK_OUTPUT)
         self.assertEqual([e["epoch"] for e in epochs], [0, 1, 2])
         self.assertEqual(epochs[1]["rss_kb"], 1960)
         self.assertAlmostEqual(epochs[2]["ns_per_op"], 11.1462)
-        with self.assertRaises(bench.ParseError):
-            bench.parse_epochs("bench_soak epoch=0 ops=1\n")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_epochs("bench_soak epoch=0 ops=1\n")
 
 
 class ToolOutputTest(unittest.TestCase):
     def test_strace_summary(self):
-        calls = bench.parse_strace_summary(STRACE_OUTPUT)
+        calls = parse.parse_strace_summary(STRACE_OUTPUT)
         self.assertEqual(calls, {"madvise": 54, "mprotect": 48, "mmap": 29, "munmap": 21,
                                  "brk": 3})
 
     def test_strace_personalities_are_summed(self):
-        self.assertEqual(bench.parse_strace_summary(STRACE_TWO_PERSONALITIES)["mmap"], 39)
+        self.assertEqual(parse.parse_strace_summary(STRACE_TWO_PERSONALITIES)["mmap"], 39)
 
     def test_strace_empty_table(self):
         text = ("% time     seconds  usecs/call     calls    errors syscall\n"
                 "------ ----------- ----------- --------- --------- ----------------\n"
                 "------ ----------- ----------- --------- --------- ----------------\n"
                 "100.00    0.000000           0         0           total\n")
-        self.assertEqual(bench.parse_strace_summary(text), {})
+        self.assertEqual(parse.parse_strace_summary(text), {})
 
     def test_strace_garbage(self):
-        with self.assertRaises(bench.ParseError):
-            bench.parse_strace_summary("strace: exec: No such file or directory\n")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_strace_summary("strace: exec: No such file or directory\n")
 
     def test_callgrind(self):
-        self.assertEqual(bench.parse_callgrind_total(CALLGRIND_FILE), 260798)
-        self.assertEqual(bench.parse_callgrind_total("events: Ir\nsummary: 42\n"), 42)
-        self.assertEqual(bench.parse_callgrind_total("==1== Collected : 1234\n"), 1234)
-        with self.assertRaises(bench.ParseError):
-            bench.parse_callgrind_total("events: Ir\n")
+        self.assertEqual(parse.parse_callgrind_total(CALLGRIND_FILE), 260798)
+        self.assertEqual(parse.parse_callgrind_total("events: Ir\nsummary: 42\n"), 42)
+        self.assertEqual(parse.parse_callgrind_total("==1== Collected : 1234\n"), 1234)
+        with self.assertRaises(parse.ParseError):
+            parse.parse_callgrind_total("events: Ir\n")
 
     def test_env_assignments(self):
-        self.assertEqual(bench.parse_env_assignments("A=1 B='x y' C="),
+        self.assertEqual(parse.parse_env_assignments("A=1 B='x y' C="),
                          {"A": "1", "B": "x y", "C": ""})
-        self.assertEqual(bench.parse_env_assignments(""), {})
-        with self.assertRaises(bench.ParseError):
-            bench.parse_env_assignments("NOVALUE")
+        self.assertEqual(parse.parse_env_assignments(""), {})
+        with self.assertRaises(parse.ParseError):
+            parse.parse_env_assignments("NOVALUE")
 
 
 class StatsTest(unittest.TestCase):
     def test_median_mean(self):
-        self.assertEqual(bench.median([3, 1, 2]), 2)
-        self.assertEqual(bench.median([4, 1, 3, 2]), 2.5)
-        self.assertTrue(math.isnan(bench.median([])))
-        self.assertEqual(bench.mean([1, 2, 3, 6]), 3)
+        self.assertEqual(stats.median([3, 1, 2]), 2)
+        self.assertEqual(stats.median([4, 1, 3, 2]), 2.5)
+        self.assertTrue(math.isnan(stats.median([])))
+        self.assertEqual(stats.mean([1, 2, 3, 6]), 3)
 
     def test_cv(self):
-        self.assertAlmostEqual(bench.cv([10, 10, 10]), 0.0)
+        self.assertAlmostEqual(stats.cv([10, 10, 10]), 0.0)
         # sample stdev of [9, 10, 11] is 1, mean 10
-        self.assertAlmostEqual(bench.cv([9, 10, 11]), 0.1)
-        self.assertEqual(bench.cv([5]), 0.0)
-        self.assertTrue(math.isnan(bench.cv([])))
+        self.assertAlmostEqual(stats.cv([9, 10, 11]), 0.1)
+        self.assertEqual(stats.cv([5]), 0.0)
+        self.assertTrue(math.isnan(stats.cv([])))
 
     def test_ratio(self):
-        self.assertAlmostEqual(bench.ratio(50, 100), 0.5)
-        self.assertTrue(math.isnan(bench.ratio(1, 0)))
-        self.assertTrue(math.isnan(bench.ratio(None, 1)))
-        self.assertTrue(math.isnan(bench.ratio(float("nan"), 1)))
+        self.assertAlmostEqual(stats.ratio(50, 100), 0.5)
+        self.assertTrue(math.isnan(stats.ratio(1, 0)))
+        self.assertTrue(math.isnan(stats.ratio(None, 1)))
+        self.assertTrue(math.isnan(stats.ratio(float("nan"), 1)))
 
     def test_percentile(self):
         v = list(range(1, 101))        # 1..100
-        self.assertAlmostEqual(bench.percentile(v, 50), 50.5)
-        self.assertAlmostEqual(bench.percentile(v, 0), 1)
-        self.assertAlmostEqual(bench.percentile(v, 100), 100)
-        self.assertAlmostEqual(bench.percentile(v, 99), 99.01)
-        self.assertAlmostEqual(bench.percentile([7], 99.9), 7)
-        self.assertAlmostEqual(bench.percentile([3, 1, 2], 50), 2)
+        self.assertAlmostEqual(stats.percentile(v, 50), 50.5)
+        self.assertAlmostEqual(stats.percentile(v, 0), 1)
+        self.assertAlmostEqual(stats.percentile(v, 100), 100)
+        self.assertAlmostEqual(stats.percentile(v, 99), 99.01)
+        self.assertAlmostEqual(stats.percentile([7], 99.9), 7)
+        self.assertAlmostEqual(stats.percentile([3, 1, 2], 50), 2)
 
     def test_mann_whitney_exact(self):
         # Completely separated samples of 5: p = 2 / C(10, 5) = 2/252.
-        u, p = bench.mann_whitney_u([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+        u, p = stats.mann_whitney_u([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
         self.assertEqual(u, 0)
         self.assertAlmostEqual(p, 2 / 252)
-        u, p = bench.mann_whitney_u([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])
+        u, p = stats.mann_whitney_u([6, 7, 8, 9, 10], [1, 2, 3, 4, 5])
         self.assertEqual(u, 25)
         self.assertAlmostEqual(p, 2 / 252)
         # Interleaved samples: no evidence.
-        u, p = bench.mann_whitney_u([1, 3, 5, 7, 9], [2, 4, 6, 8, 10])
+        u, p = stats.mann_whitney_u([1, 3, 5, 7, 9], [2, 4, 6, 8, 10])
         self.assertGreater(p, 0.5)
         # Three against three can never reach 0.05 (minimum 2/20).
-        _, p = bench.mann_whitney_u([1, 2, 3], [4, 5, 6])
+        _, p = stats.mann_whitney_u([1, 2, 3], [4, 5, 6])
         self.assertAlmostEqual(p, 0.1)
 
     def test_mann_whitney_exact_distribution_small(self):
         # n1=1, n2=2: U in {0,1,2} each with probability 1/3.
-        self.assertEqual(bench._mw_counts(1, 2), [1, 1, 1])
-        self.assertEqual(sum(bench._mw_counts(4, 6)), math.comb(10, 4))
+        self.assertEqual(stats._mw_counts(1, 2), [1, 1, 1])
+        self.assertEqual(sum(stats._mw_counts(4, 6)), math.comb(10, 4))
 
     def test_mann_whitney_ties_use_normal_approximation(self):
-        u, p = bench.mann_whitney_u([1, 1, 2, 2, 3], [1, 2, 2, 3, 3])
+        u, p = stats.mann_whitney_u([1, 1, 2, 2, 3], [1, 2, 2, 3, 3])
         self.assertTrue(0 < p <= 1)
-        u, p = bench.mann_whitney_u([5, 5, 5, 5], [5, 5, 5, 5])
+        u, p = stats.mann_whitney_u([5, 5, 5, 5], [5, 5, 5, 5])
         self.assertEqual(p, 1.0)
 
     def test_bootstrap_is_deterministic_and_sensible(self):
         a = [100, 101, 99, 100.5, 99.5, 100.2]
         b = [110, 111, 109, 110.5, 109.5, 110.2]
-        lo, hi = bench.bootstrap_delta_ci(a, b)
-        self.assertEqual((lo, hi), bench.bootstrap_delta_ci(a, b))
+        lo, hi = stats.bootstrap_delta_ci(a, b)
+        self.assertEqual((lo, hi), stats.bootstrap_delta_ci(a, b))
         self.assertTrue(8 < lo <= hi < 12, (lo, hi))
 
     def test_verdict_significant(self):
         a = [100, 101, 99, 100.5, 99.5, 100.2, 100.1, 99.8]
         b = [x * 1.05 for x in a]
-        v = bench.verdict(a, b)
+        v = stats.verdict(a, b)
         self.assertTrue(v["significant"])
         self.assertAlmostEqual(v["delta_pct"], 5.0, places=6)
         self.assertIn("better", v["text"])
-        v = bench.verdict(b, a)
+        v = stats.verdict(b, a)
         self.assertTrue(v["significant"])
         self.assertIn("worse", v["text"])
 
     def test_verdict_noise(self):
         a = [100, 103, 97, 101, 99, 102, 98, 100]
         b = [101, 98, 102, 99, 100, 97, 103, 100.5]
-        v = bench.verdict(a, b)
+        v = stats.verdict(a, b)
         self.assertFalse(v["significant"])
         self.assertIn("noise", v["text"])
 
     def test_verdict_too_few_runs(self):
-        v = bench.verdict([1, 2, 3], [10, 11, 12])
+        v = stats.verdict([1, 2, 3], [10, 11, 12])
         self.assertFalse(v["significant"])
         self.assertIn("not enough", v["text"])
 
     def test_drift(self):
-        first, last, pct = bench.drift([10, 10, 20, 20], 2)
+        first, last, pct = stats.drift([10, 10, 20, 20], 2)
         self.assertEqual((first, last), (10, 20))
         self.assertAlmostEqual(pct, 100.0)
 
     def test_syscalls_per_op(self):
         short = (1000000, {"mmap": 30, "munmap": 5, "brk": 3})
         long_ = (5000000, {"mmap": 34, "munmap": 9, "brk": 3, "madvise": 8, "mprotect": 4})
-        per, total = bench.syscalls_per_op(short, long_)
+        per, total = stats.syscalls_per_op(short, long_)
         self.assertAlmostEqual(per["mmap"], 1e-6)
         self.assertAlmostEqual(per["madvise"], 2e-6)
         self.assertAlmostEqual(per["mprotect"], 1e-6)
         self.assertAlmostEqual(total, 4e-6)          # mprotect is not in the total
         with self.assertRaises(ValueError):
-            bench.syscalls_per_op(long_, short)
+            stats.syscalls_per_op(long_, short)
 
     def test_syscall_cell_falls_back_on_bursty_runs(self):
         short = (60000, {"madvise": 20000})
         long_ = (300000, {"madvise": 12000, "mmap": 30, "mprotect": 1000})
-        per, total = bench.syscalls_per_op(short, long_)
+        per, total = stats.syscalls_per_op(short, long_)
         sc = {"per_op": per, "total_per_op": total, "short": short, "long": long_}
         self.assertLess(total, 0)
-        self.assertEqual(bench.fmt_syscall_cell(sc), "0.04*")     # (12000 + 30) / 300000
-        per, total = bench.syscalls_per_op(long_, (600000, {"madvise": 24000, "mmap": 30}))
+        self.assertEqual(report.fmt_syscall_cell(sc), "0.04*")     # (12000 + 30) / 300000
+        per, total = stats.syscalls_per_op(long_, (600000, {"madvise": 24000, "mmap": 30}))
         sc = {"per_op": per, "total_per_op": total, "short": long_, "long": None}
-        self.assertEqual(bench.fmt_syscall_cell(sc), "0.04")
+        self.assertEqual(report.fmt_syscall_cell(sc), "0.04")
 
     def test_instructions_per_op(self):
-        self.assertAlmostEqual(bench.instructions_per_op((200000, 1_000_000 + 200000 * 56),
+        self.assertAlmostEqual(stats.instructions_per_op((200000, 1_000_000 + 200000 * 56),
                                                          (400000, 1_000_000 + 400000 * 56)), 56)
         with self.assertRaises(ValueError):
-            bench.instructions_per_op((2, 10), (1, 5))
+            stats.instructions_per_op((2, 10), (1, 5))
 
     def test_soak_stats(self):
         epochs = [{"epoch": i, "ops": 10, "secs": 1.0, "ops_per_sec": 100.0 + (i % 2),
                    "ns_per_op": float(i + 1), "rss_kb": 1000 + (50 if i == 0 else 0)}
                   for i in range(21)]
-        st = bench.soak_stats(epochs)
+        st = stats.soak_stats(epochs)
         self.assertEqual(st["epochs"], 21)
         self.assertEqual(st["window"], 2)
         self.assertAlmostEqual(st["rss_drift_kb"], 0)       # epoch 0 left out
@@ -332,38 +334,38 @@ class StatsTest(unittest.TestCase):
 class ReportTest(unittest.TestCase):
     def test_readme_block_replacement(self):
         text = "intro\n<!-- bench:begin -->\nold table\n<!-- bench:end -->\nrest\n"
-        new = bench.replace_readme_block(text, "new table\n")
+        new = report.replace_readme_block(text, "new table\n")
         self.assertEqual(new, "intro\n<!-- bench:begin -->\nnew table\n<!-- bench:end -->\nrest\n")
-        self.assertEqual(bench.replace_readme_block(new, "new table"), new)
-        with self.assertRaises(bench.ParseError):
-            bench.replace_readme_block("no markers", "x")
+        self.assertEqual(report.replace_readme_block(new, "new table"), new)
+        with self.assertRaises(parse.ParseError):
+            report.replace_readme_block("no markers", "x")
 
     def test_extract_block(self):
-        md = "# r\n%s\nthe block\n%s\nmore" % (bench.BLOCK_BEGIN, bench.BLOCK_END)
-        self.assertEqual(bench.extract_block(md), "the block")
+        md = "# r\n%s\nthe block\n%s\nmore" % (common.BLOCK_BEGIN, common.BLOCK_END)
+        self.assertEqual(report.extract_block(md), "the block")
 
     def test_markdown_table(self):
-        t = bench.markdown_table(["a", "b"], [[1, 2]])
+        t = report.markdown_table(["a", "b"], [[1, 2]])
         self.assertEqual(t.splitlines(), ["| a | b |", "|---|---:|", "| 1 | 2 |"])
 
     def test_formatting(self):
-        self.assertEqual(bench.fmt_mops(1.0123e8), "101.2")
-        self.assertEqual(bench.fmt_pct(0.0123), "1.2%")
-        self.assertEqual(bench.fmt_rate(0), "0")
-        self.assertEqual(bench.fmt_rate(1.25e-7), "1.2e-07")
-        self.assertEqual(bench.fmt_mb(2048), "2.0")
-        self.assertEqual(bench.fmt_ratio(float("nan")), "-")
+        self.assertEqual(report.fmt_mops(1.0123e8), "101.2")
+        self.assertEqual(report.fmt_pct(0.0123), "1.2%")
+        self.assertEqual(report.fmt_rate(0), "0")
+        self.assertEqual(report.fmt_rate(1.25e-7), "1.2e-07")
+        self.assertEqual(report.fmt_mb(2048), "2.0")
+        self.assertEqual(report.fmt_ratio(float("nan")), "-")
 
     def test_checksum_mismatch_is_reported(self):
-        w = bench.WORKLOADS[0]
-        allocs = [bench.Allocator("glibc"), bench.Allocator("hakmem", "/x.so")]
+        w = workloads.WORKLOADS[0]
+        allocs = [allocators.Allocator("glibc"), allocators.Allocator("hakmem", "/x.so")]
         summary = {(w.name, "glibc"): {"checksum": 5}, (w.name, "hakmem"): {"checksum": 6}}
-        self.assertEqual(len(bench.checksum_notes([w], allocs, summary)), 1)
+        self.assertEqual(len(compare.checksum_notes([w], allocs, summary)), 1)
         summary[(w.name, "hakmem")]["checksum"] = 5
-        self.assertEqual(bench.checksum_notes([w], allocs, summary), [])
+        self.assertEqual(compare.checksum_notes([w], allocs, summary), [])
 
     def test_workloads_have_sane_lengths(self):
-        for w in bench.WORKLOADS:
+        for w in workloads.WORKLOADS:
             with self.subTest(w=w.name):
                 self.assertLess(w.trace[0], w.trace[1])
                 self.assertLessEqual(w.quick, w.full)
@@ -371,31 +373,40 @@ class ReportTest(unittest.TestCase):
                     self.assertLess(w.callgrind[0], w.callgrind[1])
 
     def test_every_program_has_a_sample_and_a_workload(self):
-        programs = {w.program for w in bench.WORKLOADS}
+        programs = {w.program for w in workloads.WORKLOADS}
         self.assertLessEqual(programs, set(SAMPLES))
 
     def test_figure_of_a_workload_is_tabled_per_allocator(self):
-        w = bench.WORKLOAD_BY_NAME["thread_mem"]
-        allocs = [bench.Allocator("hakmem", "/x.so"), bench.Allocator("glibc")]
+        w = workloads.WORKLOAD_BY_NAME["thread_mem"]
+        allocs = [allocators.Allocator("hakmem", "/x.so"), allocators.Allocator("glibc")]
         runs = {}
         for a, kb in (("hakmem", [40.0, 50.0, 60.0]), ("glibc", [20.0, 30.0])):
             for v in kb:
-                r = bench.RunResult([], 0, "", "", 0.1, 1000)
-                r.fields = bench.parse_result(
+                r = runner.RunResult([], 0, "", "", 0.1, 1000)
+                r.fields = parse.parse_result(
                     SAMPLES["bench_thread_mem"].replace("rss_per_thread_kb=484.3",
                                                         "rss_per_thread_kb=%s" % v))
                 runs.setdefault((w.name, a), []).append(r)
-        summary = bench.summarize([w], allocs, runs, {})
+        summary = compare.summarize([w], allocs, runs, {})
         self.assertEqual(summary[(w.name, "hakmem")]["figure"], 50.0)
         self.assertEqual(summary[(w.name, "glibc")]["figure"], 25.0)
-        main, _ = bench.build_tables([w], allocs, summary)
+        main, _ = report.build_tables([w], allocs, summary)
         self.assertIn("| thread_mem: RSS per idle thread, KiB | 50 | 25 |", main)
+
+    def test_entry_point_lists_every_workload(self):
+        import subprocess
+        out = subprocess.run([sys.executable, os.path.join(HERE, "..", "..", "scripts", "bench.py"),
+                              "--build-dir", "/nonexistent", "--list"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        listed = [line.split()[0] for line in out.stdout.splitlines()]
+        self.assertEqual(listed, [w.name for w in workloads.WORKLOADS])
 
     def test_allocator_environment(self):
         base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}
-        env = bench.Allocator("glibc").environment(base)
+        env = allocators.Allocator("glibc").environment(base)
         self.assertNotIn("LD_PRELOAD", env)
-        env = bench.Allocator("mi", "/mi.so", {"X": "1"}).environment(base)
+        env = allocators.Allocator("mi", "/mi.so", {"X": "1"}).environment(base)
         self.assertEqual(env["LD_PRELOAD"], "/mi.so")
         self.assertEqual(env["X"], "1")
 

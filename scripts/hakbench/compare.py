@@ -1,0 +1,199 @@
+"""The default mode: every workload under every allocator, alternating run by
+run, then system calls per operation under strace; tables, report, chart."""
+import datetime
+import os
+import shutil
+import time
+
+from .allocators import discover_allocators
+from .chart import chart_comparison
+from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
+from .parse import ParseError
+from .report import (
+    build_tables, fmt_mb, fmt_mops, fmt_rate, readme_block, update_readme, write_report_md,
+    write_runs_csv, write_summary_csv)
+from .runner import (
+    CpuMeter, Progress, format_cmd, machine_info, probe_hakmem, run_program, strace_counts,
+    wait_idle)
+from .stats import cv, mean, median, syscalls_per_op
+from .workloads import check_programs, select_workloads
+
+
+def summarize(workloads, allocators, runs, syscalls):
+    """Per (workload, allocator) summary dicts."""
+    summary = {}
+    for w in workloads:
+        for a in allocators:
+            rs = runs.get((w.name, a.name), [])
+            good = [r for r in rs if r.ok]
+            ops = [r.fields["ops_per_sec"] for r in good]
+            rss = [r.peak_rss_kb for r in good]
+            s = {"n": len(good), "failed": len(rs) - len(good),
+                 "median": median(ops) if ops else float("nan"),
+                 "mean": mean(ops) if ops else float("nan"),
+                 "cv": cv(ops) if ops else float("nan"),
+                 "min": min(ops) if ops else float("nan"),
+                 "max": max(ops) if ops else float("nan"),
+                 "rss_kb": median(rss) if rss else float("nan"),
+                 "rss_max_kb": max(rss) if rss else float("nan"),
+                 "wall": median([r.wall for r in good]) if good else float("nan"),
+                 "checksum": good[0].fields["checksum"] if good else None,
+                 "errors": sorted(set(r.error for r in rs if not r.ok)),
+                 "values": ops}
+            if w.figure:
+                figs = [r.fields.get(w.figure[0]) for r in good]
+                figs = [f for f in figs if isinstance(f, (int, float))]
+                s["figure"] = median(figs) if figs else float("nan")
+            sc = syscalls.get((w.name, a.name))
+            s["syscalls"] = sc
+            summary[(w.name, a.name)] = s
+    return summary
+
+
+def checksum_notes(workloads, allocators, summary):
+    notes = []
+    for w in workloads:
+        sums = {a.name: summary[(w.name, a.name)]["checksum"] for a in allocators
+                if summary[(w.name, a.name)]["checksum"] is not None}
+        if len(set(sums.values())) > 1:
+            notes.append("CHECKSUM MISMATCH in %s (data corrupted by some allocator): %s"
+                         % (w.name, ", ".join("%s=%s" % kv for kv in sums.items())))
+    return notes
+
+
+def do_compare(args):
+    build_dir = args.build_dir
+    wanted = set(args.allocators.split(",")) if args.allocators else None
+    allocators = discover_allocators(build_dir, wanted, log)
+    notes = []
+    missing = [p for p in ("mimalloc", "jemalloc", "tcmalloc")
+               if (not wanted or p in wanted) and p not in [a.name for a in allocators]]
+    if missing:
+        notes.append("not measured (not installed): %s; run %s"
+                     % (", ".join(missing), INSTALL_HINT))
+    workloads = select_workloads(args.workloads)
+    check_programs(build_dir, workloads)
+    note = probe_hakmem(build_dir, allocators)
+    if note:
+        notes.append(note)
+    if not allocators:
+        log("no allocator to measure")
+        return 1
+    runs_n = args.runs or (11 if args.full else 7)
+    mode = "full" if args.full else "quick"
+    if args.wait_idle:
+        wait_idle(args.wait_idle)
+    meter = CpuMeter()
+    log("allocators: " + ", ".join("%s (%s)" % (a.name, a.preload or "no preload")
+                                   for a in allocators))
+    do_sys = not args.no_syscalls and shutil.which("strace") is not None
+    if not args.no_syscalls and not do_sys:
+        log("strace not found: no system-call counts (install it with %s)" % INSTALL_HINT)
+    total = len(workloads) * len(allocators) * (runs_n + (2 if do_sys else 0))
+    progress = Progress(total, args.quiet)
+    runs = {}
+    syscalls = {}
+    t_start = time.perf_counter()
+    for w in workloads:
+        n = w.full if args.full else w.quick
+        for r in range(runs_n):
+            # Alternate allocators run by run, rotating who goes first.
+            order = allocators[r % len(allocators):] + allocators[:r % len(allocators)]
+            for a in order:
+                res = run_program(build_dir, w, n, a)
+                runs.setdefault((w.name, a.name), []).append(res)
+                if res.ok:
+                    msg = "%s %s run %d/%d: %s Mops/s, %.2fs, %s MB" % (
+                        w.name, a.name, r + 1, runs_n, fmt_mops(res.fields["ops_per_sec"]),
+                        res.wall, fmt_mb(res.peak_rss_kb))
+                else:
+                    msg = "%s %s run %d/%d: FAILED (%s)" % (w.name, a.name, r + 1, runs_n,
+                                                          res.error)
+                    log("  command: %s\n  %s" % (format_cmd(res.cmd, a),
+                                                 tail(res.stderr).replace("\n", "\n  ")))
+                progress.step(msg)
+        if do_sys:
+            for a in allocators:
+                try:
+                    short = strace_counts(build_dir, w, w.trace[0], a)
+                    progress.step("%s %s strace short run" % (w.name, a.name))
+                    # --full counts over the full timed length: finer resolution.
+                    long_ = strace_counts(build_dir, w, w.full if args.full else w.trace[1], a)
+                    per, tot = syscalls_per_op(short, long_)
+                    syscalls[(w.name, a.name)] = {"per_op": per, "total_per_op": tot,
+                                                  "short": short, "long": long_}
+                    progress.step("%s %s strace: %s memory syscalls/op" % (
+                        w.name, a.name, fmt_rate(tot)))
+                except (RuntimeError, ParseError, ValueError) as e:
+                    syscalls[(w.name, a.name)] = "failed"
+                    log("%s %s strace run failed: %s" % (w.name, a.name, e))
+                    notes.append("%s under %s: strace run failed: %s"
+                                 % (w.name, a.name, str(e).splitlines()[0]))
+                    progress.done = min(total, progress.done + 1)
+    elapsed = time.perf_counter() - t_start
+    others = meter.others_fraction()
+    if others > 0.05:
+        notes.append("other processes used %.0f%% of the CPUs during the run: expect noise"
+                     % (others * 100))
+    summary = summarize(workloads, allocators, runs, syscalls)
+    notes += checksum_notes(workloads, allocators, summary)
+    for w in workloads:
+        for a in allocators:
+            s = summary[(w.name, a.name)]
+            if s["failed"]:
+                notes.append("%s under %s: %d of %d runs failed (%s)" % (
+                    w.name, a.name, s["failed"], s["failed"] + s["n"], "; ".join(s["errors"])))
+    main_table, sys_table = build_tables(workloads, allocators, summary)
+    print(main_table)
+    if sys_table:
+        print()
+        print("memory syscalls per operation (mmap+munmap+madvise+brk+mremap, after warm-up):")
+        print(sys_table)
+    for n in notes:
+        print("note: " + n)
+    log("finished in %s" % fmt_duration(elapsed))
+
+    date = datetime.date.today().isoformat()
+    out_dir = args.out_dir or RESULTS_DIR
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, date)
+    machine = machine_info()
+    command = reproduce_command(args)
+    chart_ok = False
+    if not args.no_chart:
+        chart_ok = chart_comparison(base + ".png", workloads, allocators, summary,
+                                    " (%s, %s)" % (date, mode))
+    chart_rel = os.path.relpath(base + ".png", ROOT) if chart_ok else None
+    block = readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes)
+    write_report_md(base + ".md", date, mode, machine, command, allocators, workloads,
+                    runs_n, elapsed, block, summary)
+    write_summary_csv(base + ".csv", date, workloads, allocators, summary)
+    write_runs_csv(base + "-runs.csv", workloads, allocators, runs)
+    log("wrote %s.md, %s.csv, %s-runs.csv%s" % (base, base, base,
+                                                 ", %s.png" % base if chart_ok else ""))
+    if args.update_readme:
+        update_readme(block, readme=args.readme)
+    failed = any(s["failed"] for s in summary.values())
+    mismatch = any("CHECKSUM MISMATCH" in n for n in notes)
+    return 1 if (failed or mismatch) and args.strict else 0
+
+
+def reproduce_command(args):
+    if args.reproduce:
+        return args.reproduce
+    parts = ["python3", "scripts/bench.py", "--build-dir", os.path.relpath(
+        os.path.abspath(args.build_dir), ROOT)]
+    if args.full:
+        parts.append("--full")
+    if args.runs:
+        parts += ["--runs", str(args.runs)]
+    if args.workloads:
+        parts += ["--workloads", args.workloads]
+    if args.allocators:
+        parts += ["--allocators", args.allocators]
+    cmd = " ".join(parts)
+    if parts[3] == "build-fast" and len(parts) == 4:
+        return "make bench   # = %s" % cmd
+    if parts[3] == "build-fast" and parts[4:] == ["--full"]:
+        return 'make bench ARGS="--full"'
+    return cmd
