@@ -402,6 +402,35 @@ class ReportTest(unittest.TestCase):
         listed = [line.split()[0] for line in out.stdout.splitlines()]
         self.assertEqual(listed, [w.name for w in workloads.WORKLOADS])
 
+    def test_optional_peers_directory(self):
+        import tempfile
+        self.assertEqual(allocators.peers_dir_candidates("/r/repo", {"HAKMEM_PEERS_DIR": ""}), [])
+        self.assertEqual(allocators.peers_dir_candidates("/r/repo", {"HAKMEM_PEERS_DIR": "/p"}),
+                         ["/p"])
+        self.assertEqual(allocators.peers_dir_candidates("/nonexistent/repo", {})[0],
+                         "/nonexistent/shared/peers")
+        with tempfile.TemporaryDirectory() as d:
+            self.assertIsNone(allocators.find_optional_peer("snmalloc", [d]))
+            open(os.path.join(d, "libsnmallocshim.so"), "w").close()
+            self.assertEqual(allocators.find_optional_peer("snmalloc", ["/nonexistent", d]),
+                             os.path.join(d, "libsnmallocshim.so"))
+            self.assertIsNone(allocators.find_optional_peer("rpmalloc", [d]))
+
+    def test_best_peer_ratio_column(self):
+        w = workloads.WORKLOADS[0]
+        allocs = [allocators.Allocator(n, None if n == "glibc" else "/%s.so" % n)
+                  for n in ("hakmem", "glibc", "mimalloc", "snmalloc", "rpmalloc")]
+        summary = {}
+        for a, med in zip(allocs, (120.0, 200.0, 100.0, 80.0, float("nan"))):
+            summary[(w.name, a.name)] = {"n": 0 if med != med else 3, "failed": 0,
+                                         "median": med, "cv": 0.0, "rss_kb": 1024.0,
+                                         "syscalls": None}
+        self.assertEqual(report.best_peer(summary, w.name, ["mimalloc", "snmalloc", "rpmalloc"]),
+                         "mimalloc")
+        main, _ = report.build_tables([w], allocs, summary)
+        self.assertIn("hakmem/best peer", main)
+        self.assertIn("1.20 (mimalloc)", main)
+
     def test_allocator_environment(self):
         base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}
         env = allocators.Allocator("glibc").environment(base)

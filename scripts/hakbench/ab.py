@@ -4,7 +4,7 @@ import datetime
 import math
 import os
 
-from .allocators import Allocator, PEERS, find_peer_library
+from .allocators import ALL_ALLOCATORS, DEBIAN_PEERS, Allocator, peer_library
 from .common import INSTALL_HINT, RESULTS_DIR, log, tail
 from .parse import parse_env_assignments
 from .report import fmt_mb, fmt_mops, fmt_num, fmt_pct, g, machine_line, markdown_table, write_csv
@@ -26,11 +26,13 @@ def ab_side(args, side, build_dir):
     if lib in ("none", "glibc"):
         preload = None
     else:
-        if lib in dict((p[0], p) for p in PEERS):
-            peer = [p for p in PEERS if p[0] == lib][0]
-            lib = find_peer_library(peer[1])
+        if lib in ALL_ALLOCATORS and lib != "hakmem":
+            name = lib
+            lib = peer_library(name)
             if not lib:
-                raise SystemExit("%s is not installed: run %s" % (peer[0], INSTALL_HINT))
+                raise SystemExit("%s is not installed: run %s%s" % (
+                    name, INSTALL_HINT, "" if name in DEBIAN_PEERS else
+                    " (Debian peers) or put it in the peers directory (--peers-dir)"))
         if not os.path.exists(lib):
             raise SystemExit("%s: %s not found" % (side.upper(), lib))
         preload = os.path.abspath(lib)

@@ -1,10 +1,15 @@
 """The allocators measured: HAKMEM from the build directory, glibc (no
-preload), the Debian peers found in the system library directories."""
+preload), the Debian peers found in the system library directories, and the
+optional peers built from source (snmalloc, mimalloc 3, rpmalloc) when a
+peers directory holds them: $HAKMEM_PEERS_DIR (or --peers-dir), else
+shared/peers beside the repository (for a git worktree, also beside the main
+working tree).  The project never depends on the optional ones: absent means
+skipped."""
 import os
 import shutil
 import subprocess
 
-from .common import INSTALL_HINT
+from .common import INSTALL_HINT, ROOT
 
 
 LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
@@ -20,15 +25,25 @@ PEERS = (
 )
 
 
-ALL_ALLOCATORS = ("hakmem", "glibc", "mimalloc", "jemalloc", "tcmalloc")
+# Optional peers: (name, file in the peers directory, what it is).
+OPTIONAL_PEERS = (
+    ("mimalloc3", "libmimalloc3.so", "mimalloc 3, built from source"),
+    ("snmalloc", "libsnmallocshim.so", "snmalloc, built from source"),
+    ("rpmalloc", "librpmalloc.so", "rpmalloc, built from source"),
+)
+PEERS_DIR_ENV = "HAKMEM_PEERS_DIR"
+ALL_ALLOCATORS = ("hakmem", "glibc", "mimalloc", "jemalloc", "tcmalloc") \
+    + tuple(p[0] for p in OPTIONAL_PEERS)
+DEBIAN_PEERS = tuple(p[0] for p in PEERS)
 
 
 class Allocator:
-    def __init__(self, name, preload=None, env=None, package=None):
+    def __init__(self, name, preload=None, env=None, package=None, note=None):
         self.name = name
         self.preload = preload      # path to LD_PRELOAD, None for the C library
         self.env = dict(env or {})  # extra environment (A/B settings)
         self.package = package
+        self.note = note            # what it is, when no Debian package says so
 
     def environment(self, base=None):
         env = dict(os.environ if base is None else base)
@@ -49,6 +64,52 @@ def find_peer_library(names, dirs=LIB_DIRS):
             if os.path.exists(path):
                 return path
     return None
+
+
+def peers_dir_candidates(root=ROOT, environ=None):
+    """Where optional peers may be, in order: $HAKMEM_PEERS_DIR alone when set
+    (empty: none), else ../shared/peers from the repository and from the main
+    working tree of a git worktree."""
+    environ = os.environ if environ is None else environ
+    if PEERS_DIR_ENV in environ:
+        d = environ[PEERS_DIR_ENV]
+        return [os.path.abspath(d)] if d else []
+    dirs = [os.path.join(os.path.dirname(root), "shared", "peers")]
+    try:
+        out = subprocess.run(["git", "-C", root, "rev-parse", "--path-format=absolute",
+                              "--git-common-dir"], capture_output=True, text=True, timeout=10)
+        common = out.stdout.strip()
+        if out.returncode == 0 and common:
+            main_tree = os.path.dirname(os.path.normpath(common))
+            dirs.append(os.path.join(os.path.dirname(main_tree), "shared", "peers"))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    seen = []
+    for d in dirs:
+        d = os.path.normpath(d)
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+def find_optional_peer(name, dirs=None):
+    """Path of optional peer `name` in the first peers directory holding it."""
+    for peer, filename, _ in OPTIONAL_PEERS:
+        if peer != name:
+            continue
+        for d in peers_dir_candidates() if dirs is None else dirs:
+            path = os.path.join(d, filename)
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def peer_library(name):
+    """Library of a Debian or optional peer by name, or None."""
+    for peer, libs, _, _ in PEERS:
+        if peer == name:
+            return find_peer_library(libs)
+    return find_optional_peer(name)
 
 
 def package_version(package):
@@ -84,7 +145,7 @@ def discover_allocators(build_dir, wanted, log):
                     % (lib, build_dir))
         elif name == "glibc":
             found.append(Allocator("glibc", None, package="libc6"))
-        else:
+        elif name in DEBIAN_PEERS:
             for peer, libs, pkg, devpkg in PEERS:
                 if peer != name:
                     continue
@@ -94,4 +155,13 @@ def discover_allocators(build_dir, wanted, log):
                 else:
                     log("%s: not found; install it with %s (Debian package %s)"
                         % (peer, INSTALL_HINT, devpkg))
+        else:
+            path = find_optional_peer(name)
+            note = [p[2] for p in OPTIONAL_PEERS if p[0] == name][0]
+            if path:
+                found.append(Allocator(name, path, note=note))
+            elif wanted:
+                log("%s: optional, not found in %s (set %s or --peers-dir)"
+                    % (name, " or ".join(peers_dir_candidates()) or "no directory",
+                       PEERS_DIR_ENV))
     return found

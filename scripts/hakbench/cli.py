@@ -14,13 +14,14 @@ memory system calls per operation.
 
 Allocators: hakmem (<build-dir>/libhakmem.so), glibc (no preload), mimalloc,
 jemalloc and tcmalloc (Debian packages; scripts/install-peers.sh installs
-them).  Results go to bench/results/<date>.{md,csv,png}.
+them), and when present the optional peers mimalloc3, snmalloc and rpmalloc
+from ../shared/peers (--peers-dir, $HAKMEM_PEERS_DIR).  Results go to bench/results/<date>.{md,csv,png}.
 """
 import argparse
 import os
 
 from .ab import do_ab
-from .allocators import ALL_ALLOCATORS
+from .allocators import ALL_ALLOCATORS, PEERS_DIR_ENV
 from .common import ROOT
 from .compare import do_compare
 from .instructions import do_instructions
@@ -49,6 +50,10 @@ def main(argv=None):
     p.add_argument("--runs", type=int, help="runs per allocator (default 7, --full 11, --ab 10)")
     p.add_argument("--workloads", help="comma-separated workloads (see --list)")
     p.add_argument("--allocators", help="comma-separated subset of " + ",".join(ALL_ALLOCATORS))
+    p.add_argument("--peers-dir", metavar="DIR",
+                   help="directory of the optional peers (libmimalloc3.so, libsnmallocshim.so, "
+                        "librpmalloc.so); default $HAKMEM_PEERS_DIR, else ../shared/peers "
+                        "beside the repository; '' for none")
     p.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot chart")
     p.add_argument("--out-dir", help="where results go (default bench/results)")
@@ -74,6 +79,8 @@ def main(argv=None):
     g_soak.add_argument("--soak-args", help="bench_soak arguments after SECONDS "
                                             "(default '1000000 400 1': EPOCH_OPS WS SEED [MIN MAX])")
     args = p.parse_args(argv)
+    if args.peers_dir is not None:
+        os.environ[PEERS_DIR_ENV] = args.peers_dir
     explicit_build_dir = args.build_dir is not None
 
     if not explicit_build_dir:

@@ -5,7 +5,7 @@ import os
 import shutil
 import time
 
-from .allocators import discover_allocators
+from .allocators import OPTIONAL_PEERS, discover_allocators, peers_dir_candidates
 from .chart import chart_comparison
 from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
 from .parse import ParseError
@@ -71,6 +71,11 @@ def do_compare(args):
     if missing:
         notes.append("not measured (not installed): %s; run %s"
                      % (", ".join(missing), INSTALL_HINT))
+    absent = [p[0] for p in OPTIONAL_PEERS
+              if (not wanted or p[0] in wanted) and p[0] not in [a.name for a in allocators]]
+    if absent:
+        log("optional peers not found (skipped): %s; looked in %s" % (
+            ", ".join(absent), ", ".join(peers_dir_candidates()) or "no directory"))
     workloads = select_workloads(args.workloads)
     check_programs(build_dir, workloads)
     note = probe_hakmem(build_dir, allocators)

@@ -87,14 +87,24 @@ def fmt_syscall_cell(sc):
     return fmt_rate(whole_run_rate(sc)) + "*"
 
 
+def best_peer(summary, workload, peers):
+    """The peer with the highest median throughput on workload, or None."""
+    ok = [(summary[(workload, n)]["median"], n) for n in peers
+          if summary[(workload, n)]["n"] and summary[(workload, n)]["median"] > 0]
+    return max(ok)[1] if ok else None
+
+
 def build_tables(workloads, allocators, summary):
     names = [a.name for a in allocators]
     has_hak = "hakmem" in names
     header = ["workload"] + ["%s Mops/s (CV)" % n for n in names]
+    peers = [n for n in names if n not in ("hakmem", "glibc")]
     if has_hak:
         for ref in ("mimalloc", "glibc"):
             if ref in names:
                 header.append("hakmem/%s" % ref)
+        if len(peers) > 1:
+            header.append("hakmem/best peer")
     header += ["RSS MB %s" % n for n in names]
     rows = []
     for w in workloads:
@@ -110,6 +120,11 @@ def build_tables(workloads, allocators, summary):
                 if ref in names:
                     row.append(fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],
                                                summary[(w.name, ref)]["median"])))
+            if len(peers) > 1:
+                best = best_peer(summary, w.name, peers)
+                row.append("%s (%s)" % (fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],
+                                                        summary[(w.name, best)]["median"])),
+                                        best) if best else "-")
         for n in names:
             row.append(fmt_mb(summary[(w.name, n)]["rss_kb"]))
         rows.append(row)
@@ -170,8 +185,8 @@ def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel,
         "",
         "Median throughput in million operations per second (one operation = one",
         "malloc, free or realloc) with the coefficient of variation over the runs,",
-        "HAKMEM's throughput ratio to mimalloc and to glibc, and median peak resident",
-        "memory of the process.",
+        "HAKMEM's throughput ratio to mimalloc, to glibc and to the fastest peer on",
+        "that workload (named), and median peak resident memory of the process.",
         "",
         main_table,
     ]
@@ -203,7 +218,8 @@ def write_report_md(path, date, mode, machine, command, allocators, workloads, r
     for a in allocators:
         ver = package_version(a.package) if a.package else None
         lines.append("- %s: %s%s" % (a.name, display_path(a.preload) or "C library, no preload",
-                                     " (package version %s)" % ver if ver else ""))
+                                     " (package version %s)" % ver if ver else
+                                     " (%s)" % a.note if a.note else ""))
     lines += ["", "Workloads (`n` varies with --full):", ""]
     for w in workloads:
         lines.append("- `%s`: `%s %s` - %s" % (w.name, w.program,
