@@ -6,7 +6,7 @@ BENCH_DIR ?= build-fast
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS ?=
 
-.PHONY: all build test bench install clean
+.PHONY: all build test bench install clean test-ubsan test-tsan
 
 all: build
 
@@ -22,8 +22,21 @@ bench:
 	cmake --build $(BENCH_DIR) -j $(JOBS)
 	python3 scripts/bench.py --build-dir $(BENCH_DIR) $(ARGS)
 
+# Tool builds, each in its own directory (README "Sanitizers, valgrind and
+# fuzzing"): the whole suite with the library under UBSan; the hak_ API
+# programs, library and program both under TSan (prefix-only library).
+test-ubsan:
+	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=undefined -DHAKMEM_BUILD_BENCH=OFF
+	cmake --build build-ubsan -j $(JOBS)
+	ctest --test-dir build-ubsan --output-on-failure -j $(JOBS)
+
+test-tsan:
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=thread -DHAKMEM_BUILD_BENCH=OFF
+	cmake --build build-tsan -j $(JOBS)
+	ctest --test-dir build-tsan --output-on-failure -j $(JOBS)
+
 install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(BENCH_DIR)
+	rm -rf $(BUILD_DIR) $(BENCH_DIR) build-ubsan build-tsan

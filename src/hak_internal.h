@@ -73,6 +73,9 @@ typedef struct hak_page {
    * is queued on its owner's remote-page stack (see remote/remote.c). */
   _Atomic(uintptr_t)    remote;
   uint32_t  first_slice;
+  /* On the abandoned list: read and written only under its lock (state is
+   * the owner's, and a new owner writes it without that lock). */
+  uint8_t   on_abandoned;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
 } hak_page_t;
 

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "front/prefix.h"
+
 /* Requests above PTRDIFF_MAX fail at once, as in glibc. */
 #define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
@@ -195,12 +197,16 @@ HAK_EXPORT void malloc_stats(void) {
 
 /* ---- the hak_ names ------------------------------------------------------ */
 
+#if HAK_PREFIX_ONLY /* the entry points above already carry these names */
+HAK_EXPORT size_t hak_usable_size(const void *p) { return malloc_usable_size((void *)p); }
+#else
 HAK_EXPORT void *hak_calloc(size_t c, size_t s) __attribute__((alias("calloc"), copy(calloc)));
 HAK_EXPORT void *hak_realloc(void *p, size_t n) __attribute__((alias("realloc"), copy(realloc)));
 HAK_EXPORT void *hak_reallocarray(void *p, size_t c, size_t s) __attribute__((alias("reallocarray"), copy(reallocarray)));
 HAK_EXPORT void *hak_aligned_alloc(size_t a, size_t s) __attribute__((alias("aligned_alloc"), copy(aligned_alloc)));
 HAK_EXPORT int hak_posix_memalign(void **o, size_t a, size_t s) __attribute__((alias("posix_memalign"), copy(posix_memalign)));
 HAK_EXPORT size_t hak_usable_size(const void *p) __attribute__((alias("malloc_usable_size"), copy(malloc_usable_size)));
+#endif
 
 HAK_EXPORT void hak_stats_print(void) { stats_print(STDERR_FILENO); }
 HAK_EXPORT int hak_trim(void) { return malloc_trim(0); }

@@ -3,6 +3,7 @@
 #include "front/front.h"
 #include "guard/guard.h"
 #include "large/large.h"
+#include "front/prefix.h"
 
 HAK_EXPORT void *malloc(size_t n) {
   return alloc_small_or_large(n);
@@ -12,8 +13,10 @@ HAK_EXPORT void free(void *p) {
   free_block(p);
 }
 
+#if !HAK_PREFIX_ONLY
 HAK_EXPORT void *hak_malloc(size_t n) __attribute__((alias("malloc"), copy(malloc)));
 HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
+#endif
 
 HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
   void *p = heap_refill_alloc(&hak_tls, cls);

@@ -21,11 +21,14 @@ static void account_map(size_t n) {
   }
 }
 
+/* Threads may race to fill the cache; they store the same value, atomically. */
 size_t os_page_size(void) {
-  static size_t ps;
+  static _Atomic(size_t) cached;
+  size_t ps = atomic_load_explicit(&cached, memory_order_relaxed);
   if (HAK_UNLIKELY(ps == 0)) {
     long v = sysconf(_SC_PAGESIZE);
     ps = v > 0 ? (size_t)v : 4096;
+    atomic_store_explicit(&cached, ps, memory_order_relaxed);
   }
   return ps;
 }

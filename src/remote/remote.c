@@ -72,9 +72,11 @@ void abandon_page(hak_page_t *page) {
   unsigned c = page->cls;
   hak_lock(&abandoned_lock);
   page->state = HAK_PAGE_ABANDONED;
+  page->on_abandoned = 1;
   page->next = NULL;
   page->prev = abandoned[c].tail;
-  if (abandoned[c].tail) abandoned[c].tail->next = page; else abandoned[c].head = page;
+  /* head is written atomically: adopt_page peeks at it without the lock */
+  if (abandoned[c].tail) abandoned[c].tail->next = page; else __atomic_store_n(&abandoned[c].head, page, __ATOMIC_RELAXED);
   abandoned[c].tail = page;
   hak_unlock(&abandoned_lock);
   HAK_STAT_INC(HAK_EV_ABANDON);
@@ -82,9 +84,10 @@ void abandon_page(hak_page_t *page) {
 
 static void unlink_abandoned(hak_page_t *p) {
   unsigned c = p->cls;
-  if (p->prev) p->prev->next = p->next; else abandoned[c].head = p->next;
+  if (p->prev) p->prev->next = p->next; else __atomic_store_n(&abandoned[c].head, p->next, __ATOMIC_RELAXED);
   if (p->next) p->next->prev = p->prev; else abandoned[c].tail = p->prev;
   p->next = p->prev = NULL;
+  p->on_abandoned = 0;
   p->state = HAK_PAGE_FREE; /* the adopter sets its own list state */
 }
 
@@ -101,7 +104,7 @@ hak_page_t *adopt_page(unsigned cls) {
 bool adopt_this_page(hak_page_t *p) {
   bool ok = false;
   hak_lock(&abandoned_lock);
-  if (p->state == HAK_PAGE_ABANDONED) {
+  if (p->on_abandoned) {
     unlink_abandoned(p);
     ok = true;
   }
