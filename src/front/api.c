@@ -142,7 +142,9 @@ HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
 HAK_EXPORT int malloc_trim(size_t pad) {
   (void)pad;
   heap_flush_all(&hak_tls);
-  bool a = segment_trim();
+  if (thread_page_cache()) page_cache_flush(thread_page_cache());
+  bool a = page_cache_trim();
+  a |= segment_trim();
   bool b = large_trim();
   return a || b;
 }

@@ -63,7 +63,7 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   hak_page_list_t *l = &h->avail[p->cls];
   if (l->head == p && p->next == NULL && h->allocates[p->cls]) return;
   list_remove(l, p);
-  segment_page_free(p);
+  page_cache_free(&h->pcache, p);
 }
 
 static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
@@ -132,7 +132,7 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
     heap_page_adopted(h, p);
     if (h->avail[cls].head) return h->avail[cls].head;
   }
-  hak_page_t *p = segment_page_alloc(class_slices(cls), cls);
+  hak_page_t *p = page_cache_alloc(&h->pcache, class_slices(cls), cls);
   if (!p) return NULL;
   atomic_store_explicit(&p->owner, h, memory_order_release);
   p->state = HAK_PAGE_AVAIL;
@@ -217,7 +217,7 @@ void heap_destroy(hak_heap_t *h) {
         splice_remote(p, true); /* abandoned pages stay fenced until adopted */
         if (p->used == 0) {
           atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
-          segment_page_free(p);
+          page_cache_free(NULL, p); /* to the exchange: the next thread takes it */
         } else {
           abandon_page(p);
         }
@@ -226,4 +226,5 @@ void heap_destroy(hak_heap_t *h) {
       lists[k]->head = lists[k]->tail = NULL;
     }
   }
+  page_cache_flush(&h->pcache);
 }

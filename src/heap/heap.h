@@ -9,6 +9,7 @@
 #define HAK_HEAP_H
 
 #include "hak_internal.h"
+#include "segment/page_cache.h"
 
 typedef struct hak_bin {
   void   **slots;    /* LIFO stack of free blocks */
@@ -45,7 +46,13 @@ struct hak_heap {
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
   void      **slot_store;               /* backing store of the bins' slots */
+  hak_page_cache_t pcache;              /* empty pages (and freed large blocks) for reuse */
 };
+
+/* The calling thread's page cache, NULL if it has no live heap. */
+HAK_INLINE hak_page_cache_t *thread_page_cache(void) {
+  return hak_tls.state == HAK_THREAD_LIVE ? &hak_tls.heap->pcache : NULL;
+}
 
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
  * (0 only when the OS refuses memory). */

@@ -18,6 +18,7 @@
 #include "os/os.h"
 #include "policy/config.h"
 #include "segment/segment.h"
+#include "heap/heap.h"
 #include "stats/stats.h"
 
 #include <string.h>
@@ -242,7 +243,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
    * segment's chunk). */
   size_t span = size + slack + (size == 0);
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
-  hak_page_t *pg = segment_page_alloc(n, HAK_CLASS_NONE);
+  hak_page_t *pg = page_cache_alloc(thread_page_cache(), n, HAK_CLASS_NONE);
   if (!pg) return NULL;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
@@ -265,7 +266,7 @@ void large_free(void *p) {
     return;
   }
   HAK_STAT_INC(HAK_EV_LARGE_FREE);
-  segment_page_free(pg);
+  page_cache_free(thread_page_cache(), pg);
 }
 
 size_t large_usable(const void *p) {

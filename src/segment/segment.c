@@ -11,6 +11,7 @@
  * memory freed in the last delay/8. Empty segments beyond
  * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
+#include "segment/page_cache.h"
 #include "guard/registry.h"
 #include "heap/size_class.h"
 #include "os/lock.h"
@@ -163,7 +164,9 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   slice_map_set(base, n, cls + 1);
 }
 
-hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
+hak_page_t *segment_page_alloc(unsigned n, unsigned cls) { return segment_page_alloc_ex(n, cls, true); }
+
+hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
   bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_lock(&seg_lock);
   hak_segment_t *s;
@@ -197,6 +200,10 @@ hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
   if (!s)
     for (s = seg_head; s; s = s->next)
       if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
+  if (!s && !may_map) {
+    hak_unlock(&seg_lock);
+    return NULL;
+  }
   if (!s) {
     s = segment_map();
     if (!s) { hak_unlock(&seg_lock); return NULL; }
@@ -217,11 +224,13 @@ hak_page_t *segment_page_alloc(unsigned n, unsigned cls) {
   return &s->pages[first];
 }
 
-void segment_page_free(hak_page_t *pg) {
+void segment_page_reinit(hak_page_t *pg, unsigned cls) {
+  page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
+}
+
+void segment_page_detach(hak_page_t *pg) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
-  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  hak_lock(&seg_lock);
   for (unsigned i = first; i < first + n; i++) {
     s->slice_cls[i] = HAK_CLASS_NONE;
     s->slice_page[i] = NULL;
@@ -229,6 +238,14 @@ void segment_page_free(hak_page_t *pg) {
   slice_map_set((uint8_t *)s + (size_t)first * HAK_SLICE_SIZE, n, HAK_CLASS_NONE + 1);
   pg->state = HAK_PAGE_FREE;
   atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
+}
+
+void segment_page_free(hak_page_t *pg) {
+  hak_segment_t *s = segment_of(pg);
+  unsigned first = pg->first_slice, n = pg->slice_count;
+  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  segment_page_detach(pg);
+  hak_lock(&seg_lock);
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
@@ -260,7 +277,7 @@ bool segment_trim(void) {
   return any;
 }
 
-size_t segment_free_bytes(void) { return free_slice_bytes; }
+size_t segment_free_bytes(void) { return free_slice_bytes + page_cache_bytes(); }
 size_t segment_dirty_bytes(void) { return dirty_bytes; }
 
 void segment_atfork_prepare(void) { hak_lock(&seg_lock); }

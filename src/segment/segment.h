@@ -8,6 +8,13 @@
 /* A page of `slices` slices for class cls (HAK_CLASS_NONE: one large block of
  * up to slices*64 KiB). Returns NULL when the OS refuses memory. */
 hak_page_t *segment_page_alloc(unsigned slices, unsigned cls) HAK_HIDDEN;
+/* The same; with may_map false, NULL rather than map a new segment. */
+hak_page_t *segment_page_alloc_ex(unsigned slices, unsigned cls, bool may_map) HAK_HIDDEN;
+/* Take a page off the slice map (its slices read as free to free()) without
+ * giving it back to its segment: it waits in a page cache. */
+void segment_page_detach(hak_page_t *page) HAK_HIDDEN;
+/* Reuse a detached page for class cls (HAK_CLASS_NONE: a large block). */
+void segment_page_reinit(hak_page_t *page, unsigned cls) HAK_HIDDEN;
 /* Give a page's slices back to its segment; may purge or unmap. */
 void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 /* Purge every free slice and unmap every empty segment; true if anything went back. */

@@ -1,0 +1,147 @@
+/* page_cache.c — empty pages reused without the segment lock (see
+ * page_cache.h): a small cache per thread heap, then the exchange.
+ *
+ * The exchange: one lock-free stack of empty pages per kind (a size class, or
+ * a large page of n slices), linked through page->next, and one atomic count
+ * of the slices it holds, kept under a bound (an over-full exchange sends the
+ * page to its segment instead). A pusher links its page (or chain) above the
+ * top it read and CASes the top. A taker never pops a single page: it
+ * exchanges the whole stack for NULL, keeps the first page and pushes the rest
+ * back as one chain. So no taker reads the link of a page another thread may
+ * hold (no ABA, and no read of a page that went back to its segment), and no
+ * thread ever waits for another:
+ *  - a taker preempted while it holds a chain only makes the stack look empty
+ *    meanwhile; others then cut a page from a segment (under the segment
+ *    lock) instead of waiting;
+ *  - fork: a chain held privately by another thread at that moment is lost to
+ *    the child (at most the exchange's bound, memory only); the stacks
+ *    themselves are always consistent, being changed by single CASes;
+ *  - thread exit: the heap's own cache goes to the exchange (page_cache_flush),
+ *    never stranded with a dead thread.
+ * Pages in a cache or the exchange are detached from the slice map (a free of
+ * a stale pointer into them is reported, as for any free slice) and stay
+ * resident; the bounds keep that small: 16 slices (1 MiB) per thread and 64
+ * (4 MiB) in the exchange in the speed profile (balanced 8 and 16, lean 2
+ * and 8), and before a new segment is mapped the calling thread's cache and
+ * the exchange go back to their segments, so caching never grows the
+ * process. */
+#include "segment/page_cache.h"
+#include "segment/segment.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#define KEYS (HAK_NCLASSES + HAK_SLICES + 1)
+
+static _Atomic(hak_page_t *) exchange[KEYS];
+static _Atomic(size_t) exchange_slices;
+
+HAK_INLINE unsigned key_of(unsigned n, unsigned cls) { return cls < HAK_NCLASSES ? cls : HAK_NCLASSES + n; }
+
+static unsigned local_max(void) {
+  return hak_config.profile == HAK_PROFILE_SPEED ? 16 : hak_config.profile == HAK_PROFILE_BALANCED ? 8 : 2;
+}
+static unsigned exchange_max(void) {
+  return hak_config.profile == HAK_PROFILE_SPEED ? 64 : hak_config.profile == HAK_PROFILE_BALANCED ? 16 : 8;
+}
+
+static void push_chain(unsigned key, hak_page_t *first, hak_page_t *last) {
+  hak_page_t *top = atomic_load_explicit(&exchange[key], memory_order_relaxed);
+  do {
+    last->next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&exchange[key], &top, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+static hak_page_t *exchange_take(unsigned key) {
+  if (!atomic_load_explicit(&exchange[key], memory_order_relaxed)) return NULL; /* no write to an empty stack */
+  hak_page_t *pg = atomic_exchange_explicit(&exchange[key], NULL, memory_order_acquire);
+  if (!pg) return NULL;
+  hak_page_t *rest = pg->next;
+  if (rest) {
+    hak_page_t *tail = rest;
+    while (tail->next) tail = tail->next;
+    push_chain(key, rest, tail);
+  }
+  pg->next = NULL;
+  atomic_fetch_sub_explicit(&exchange_slices, pg->slice_count, memory_order_relaxed);
+  return pg;
+}
+
+static void exchange_put(hak_page_t *pg) {
+  size_t n = pg->slice_count;
+  if (atomic_fetch_add_explicit(&exchange_slices, n, memory_order_relaxed) + n > exchange_max()) {
+    atomic_fetch_sub_explicit(&exchange_slices, n, memory_order_relaxed);
+    segment_page_free(pg);
+    return;
+  }
+  push_chain(key_of(n, pg->cls), pg, pg);
+}
+
+hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
+  unsigned key = key_of(n, cls);
+  hak_page_t *pg = NULL;
+  if (c) /* newest first: the warmest */
+    for (unsigned i = c->n; i-- > 0;)
+      if (key_of(c->page[i]->slice_count, c->page[i]->cls) == key) {
+        pg = c->page[i];
+        for (; i + 1 < c->n; i++) c->page[i] = c->page[i + 1];
+        c->n--;
+        c->slices -= n;
+        break;
+      }
+  if (!pg) pg = exchange_take(key);
+  if (!pg) {
+    /* Before the process grows, the cached pages go back to their segments,
+     * where a page of any kind can be cut from them. */
+    pg = segment_page_alloc_ex(n, cls, false);
+    if (pg) return pg;
+    if (c) page_cache_flush(c);
+    page_cache_trim();
+    return segment_page_alloc(n, cls);
+  }
+  segment_page_reinit(pg, cls);
+  return pg;
+}
+
+void page_cache_free(hak_page_cache_t *c, hak_page_t *pg) {
+  segment_page_detach(pg);
+  unsigned n = pg->slice_count, max = local_max();
+  if (!c || n > max) {
+    exchange_put(pg);
+    return;
+  }
+  while (c->n == HAK_PCACHE_SLOTS || c->slices + n > max) { /* oldest out */
+    hak_page_t *old = c->page[0];
+    for (unsigned i = 1; i < c->n; i++) c->page[i - 1] = c->page[i];
+    c->n--;
+    c->slices -= old->slice_count;
+    exchange_put(old);
+  }
+  c->page[c->n++] = pg;
+  c->slices += n;
+}
+
+void page_cache_flush(hak_page_cache_t *c) {
+  for (unsigned i = 0; i < c->n; i++) exchange_put(c->page[i]);
+  c->n = c->slices = 0;
+}
+
+bool page_cache_trim(void) {
+  bool any = false;
+  for (unsigned k = 0; k < KEYS; k++) {
+    if (!atomic_load_explicit(&exchange[k], memory_order_relaxed)) continue;
+    hak_page_t *pg = atomic_exchange_explicit(&exchange[k], NULL, memory_order_acquire);
+    while (pg) {
+      hak_page_t *next = pg->next;
+      atomic_fetch_sub_explicit(&exchange_slices, pg->slice_count, memory_order_relaxed);
+      segment_page_free(pg);
+      any = true;
+      pg = next;
+    }
+  }
+  return any;
+}
+
+size_t page_cache_bytes(void) {
+  return atomic_load_explicit(&exchange_slices, memory_order_relaxed) * HAK_SLICE_SIZE;
+}
