@@ -431,6 +431,31 @@ class ReportTest(unittest.TestCase):
         self.assertIn("hakmem/best peer", main)
         self.assertIn("1.20 (mimalloc)", main)
 
+    def test_cachegrind_summary(self):
+        text = ("desc: I1 cache: 32768 B, 64 B, 8-way associative\ncmd: ./x 1\n"
+                "events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw \nfl=a.c\n"
+                "summary: 19897872 1658 1614 4871541 50785 1077 2776749 2676 1698\n")
+        ev = parse.parse_cachegrind_summary(text)
+        self.assertEqual(ev["Ir"], 19897872)
+        self.assertEqual(ev["D1mw"], 2676)
+        with self.assertRaises(parse.ParseError):
+            parse.parse_cachegrind_summary("events: Ir D1mr\nsummary: 5\n")
+        with self.assertRaises(parse.ParseError):
+            parse.parse_cachegrind_summary("nothing here")
+
+    def test_cache_figures_are_differences_per_op(self):
+        from hakbench import instructions
+        short = {"cache": (1000, {"D1mr": 100, "D1mw": 50, "DLmr": 10, "DLmw": 0}),
+                 "tlb": (1000, {"D1mr": 7, "D1mw": 3, "DLmr": 1, "DLmw": 1})}
+        long_ = {"cache": (3000, {"D1mr": 400, "D1mw": 150, "DLmr": 10, "DLmw": 0}),
+                 "tlb": (3000, {"D1mr": 207, "D1mw": 3, "DLmr": 1, "DLmw": 1})}
+        f = instructions.cache_figures(short, long_)
+        self.assertAlmostEqual(f["d1"], 0.2)
+        self.assertAlmostEqual(f["ll"], 0.0)
+        self.assertAlmostEqual(f["tlb64"], 0.1)
+        self.assertAlmostEqual(f["tlb1536"], 0.0)
+        self.assertEqual(instructions.cache_figures({}, {}), {})
+
     def test_allocator_environment(self):
         base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}
         env = allocators.Allocator("glibc").environment(base)

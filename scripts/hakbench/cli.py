@@ -9,7 +9,7 @@ memory system calls per operation.
   scripts/bench.py --build-dir build-fast --full     more iterations, more runs
   scripts/bench.py --ab --a-env HAKMEM_PROFILE=speed --b-env HAKMEM_PROFILE=lean
   scripts/bench.py --soak 600 [--allocator hakmem,mimalloc]
-  scripts/bench.py --instructions                    callgrind instructions/op
+  scripts/bench.py --instructions                    instructions, cache and TLB misses /op
   scripts/bench.py --update-readme                   latest table into README.md
 
 Allocators: hakmem (<build-dir>/libhakmem.so), glibc (no preload), mimalloc,
@@ -55,6 +55,8 @@ def main(argv=None):
                         "librpmalloc.so); default $HAKMEM_PEERS_DIR, else ../shared/peers "
                         "beside the repository; '' for none")
     p.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
+    p.add_argument("--no-cache", action="store_true",
+                   help="--instructions: skip the cachegrind runs (cache and TLB misses)")
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot chart")
     p.add_argument("--out-dir", help="where results go (default bench/results)")
     p.add_argument("--strict", action="store_true",

@@ -122,6 +122,22 @@ def parse_callgrind_total(text):
     raise ParseError("no totals/summary line in callgrind output")
 
 
+def parse_cachegrind_summary(text):
+    """{event: count} from a cachegrind output file ('events:' and 'summary:'
+    lines, e.g. Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw)."""
+    events = summary = None
+    for line in text.splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("summary:"):
+            summary = line.split()[1:]
+    if not events or summary is None:
+        raise ParseError("no events/summary line in cachegrind output")
+    if len(summary) != len(events) or not all(v.isdigit() for v in summary):
+        raise ParseError("cachegrind summary %r does not match events %r" % (summary, events))
+    return dict(zip(events, (int(v) for v in summary)))
+
+
 def parse_env_assignments(spec):
     """'A=1 B="x y"' -> {'A': '1', 'B': 'x y'}."""
     env = {}

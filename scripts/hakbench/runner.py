@@ -11,7 +11,9 @@ import time
 
 from .allocators import Allocator, glibc_version
 from .common import ROOT, fmt_duration, log, tail
-from .parse import ParseError, parse_callgrind_total, parse_result, parse_strace_summary
+from .parse import (
+    ParseError, parse_cachegrind_summary, parse_callgrind_total, parse_result,
+    parse_strace_summary)
 from .workloads import WORKLOAD_BY_NAME, program_path
 
 
@@ -145,6 +147,28 @@ def callgrind_instructions(build_dir, workload, n, alloc, timeout=1800):
         # valgrind hands LD_PRELOAD from its environment on to the program.
         return run_tool("callgrind", cmd, alloc.environment(), workload, alloc, out_path,
                         parse_callgrind_total, timeout)
+
+
+# Fixed simulated caches, so that figures do not depend on the host's caches
+# (cachegrind would copy the host's, with a 256 MiB direct-mapped L3 on some):
+# a common L1 (32 KiB, 8-way) and an 8 MiB 16-way last level, 64-byte lines.
+CACHE_SIM = ("--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64")
+# The same simulator with 4 KiB lines models the data TLBs: a 64-entry fully
+# associative L1 dTLB and a 1536-entry 12-way L2 TLB.  A miss is a touch of a
+# page outside the most recently used 64 (1536): pages touched per operation.
+TLB_SIM = ("--I1=32768,8,64", "--D1=262144,64,4096", "--LL=6291456,12,4096")
+
+
+def cachegrind_counts(build_dir, workload, n, alloc, sim, timeout=1800):
+    """Run under cachegrind with the cache simulator configured by sim;
+    return (ops, {event: count})."""
+    with tempfile.TemporaryDirectory(prefix="bench-cachegrind.") as d:
+        out_path = os.path.join(d, "cachegrind.out")
+        cmd = (["valgrind", "--tool=cachegrind", "--cache-sim=yes"] + list(sim)
+               + ["--cachegrind-out-file=" + out_path,
+                  program_path(build_dir, workload.program)] + workload.args(n))
+        return run_tool("cachegrind", cmd, alloc.environment(), workload, alloc, out_path,
+                        parse_cachegrind_summary, timeout)
 
 
 class Progress:
