@@ -68,7 +68,6 @@ int main(int argc, char **argv) {
   hak_test_name = "test_options";
   if (argc > 1 && strcmp(argv[1], "child") == 0) {
     /* Print the values the library settled on, for the parent to check. */
-    printf("dirty_max=%lld tcache_max=%lld purge=%lld\n", get("dirty_max"), get("tcache_max"), get("purge_delay_ms"));
     void *p = hak_malloc(100);
     hak_free(p);
     if (getenv("HAKMEM_DIRTY_MAX") && strcmp(getenv("HAKMEM_DIRTY_MAX"), "12Q") == 0)

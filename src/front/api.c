@@ -149,20 +149,20 @@ HAK_EXPORT int malloc_trim(size_t pad) {
   return a || b;
 }
 
+/* From the same figures as hak_stats_get (docs/stats.md has the mapping). */
 static struct mallinfo2 info_now(void) {
+  hak_stats_t st;
+  stats_gather(&st, false);
   struct mallinfo2 mi;
   memset(&mi, 0, sizeof mi);
-  size_t mapped = atomic_load_explicit(&hak_mapped_bytes, memory_order_relaxed);
-  size_t huge_blocks, huge_bytes;
-  large_counts(&huge_blocks, &huge_bytes);
-  size_t seg_bytes = mapped > huge_bytes ? mapped - huge_bytes : 0;
-  size_t free_bytes = segment_free_bytes();
-  mi.arena = seg_bytes;
-  mi.hblks = huge_blocks;
-  mi.hblkhd = huge_bytes;
-  mi.fordblks = free_bytes < seg_bytes ? free_bytes : seg_bytes;
-  mi.uordblks = seg_bytes - mi.fordblks + huge_bytes;
-  mi.usmblks = atomic_load_explicit(&hak_mapped_peak, memory_order_relaxed);
+  mi.arena = st.memory.mapped - st.memory.huge_bytes;
+  mi.ordblks = st.memory.free_slices / HAK_SLICE_SIZE;
+  mi.hblks = st.memory.huge_blocks;
+  mi.hblkhd = st.memory.huge_bytes;
+  mi.usmblks = st.memory.mapped_peak;
+  mi.fordblks = st.memory.free_slices;
+  mi.uordblks = st.memory.in_use;
+  mi.keepcost = st.memory.free_resident;
   return mi;
 }
 
@@ -179,6 +179,8 @@ HAK_EXPORT struct mallinfo mallinfo(void) {
   r.usmblks = CLAMP(m.usmblks);
   r.fordblks = CLAMP(m.fordblks);
   r.uordblks = CLAMP(m.uordblks);
+  r.ordblks = CLAMP(m.ordblks);
+  r.keepcost = CLAMP(m.keepcost);
 #undef CLAMP
   return r;
 }
@@ -210,7 +212,7 @@ HAK_EXPORT int hak_posix_memalign(void **o, size_t a, size_t s) __attribute__((a
 HAK_EXPORT size_t hak_usable_size(const void *p) __attribute__((alias("malloc_usable_size"), copy(malloc_usable_size)));
 #endif
 
-HAK_EXPORT void hak_stats_print(void) { stats_print(STDERR_FILENO); }
+HAK_EXPORT void hak_stats_print(void) { stats_print_text(STDERR_FILENO); }
 HAK_EXPORT int hak_trim(void) { return malloc_trim(0); }
 
 HAK_EXPORT int hak_owns(const void *p) {

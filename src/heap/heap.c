@@ -155,11 +155,14 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
     if (!page_has_free(p)) page_to_full(h, p);
   }
   HAK_CSTAT_INC(cls, HAK_CS_REFILL);
+  HAK_CSTAT_ADD(cls, HAK_CS_TAKEN, n);
   HAK_STAT_INC(HAK_EV_REFILL);
   return n;
 }
 
 void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
+  /* Callers pass the blocks of one class (one cache, or one block). */
+  if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
   unsigned i = 0;
   while (i < n) {
     void *b = blocks[i];

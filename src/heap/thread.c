@@ -125,6 +125,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) {
     /* No heap of our own (exited, or start-up): hand the block to its page's owner. */
     remote_push(page_of(p), p, p, 1);
+    HAK_CSTAT_ADD(cls, HAK_CS_RETURNED, 1);
     return;
   }
   hak_bin_t *b = bin_of(t, cls);

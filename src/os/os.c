@@ -42,15 +42,17 @@ uint32_t os_now_ms(void) {
 static void *raw_map(size_t size) {
   int saved = errno;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  HAK_STAT_INC(HAK_EV_MMAP);
+  HAK_OS_STAT_INC(HAK_EV_MMAP);
+  if (p == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MMAP_FAIL);
   errno = saved;
   return p == MAP_FAILED ? NULL : p;
 }
 
 static void raw_unmap(void *p, size_t size) {
   int saved = errno;
-  munmap(p, size);
-  HAK_STAT_INC(HAK_EV_MUNMAP);
+  int rc = munmap(p, size);
+  HAK_OS_STAT_INC(HAK_EV_MUNMAP);
+  if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MUNMAP_FAIL);
   errno = saved;
 }
 
@@ -89,16 +91,18 @@ void os_unmap(void *p, size_t size) {
 
 void os_purge(void *p, size_t size) {
   int saved = errno;
-  madvise(p, size, MADV_DONTNEED);
+  int rc = madvise(p, size, MADV_DONTNEED);
   errno = saved;
-  HAK_STAT_INC(HAK_EV_MADVISE);
+  HAK_OS_STAT_INC(HAK_EV_MADVISE);
+  if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MADVISE_FAIL);
   HAK_STAT_ADD(HAK_EV_PURGE_BYTES, size);
 }
 
 bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   int saved = errno;
   void *q = mremap(p, old_size, new_size, 0);
-  HAK_STAT_INC(HAK_EV_MREMAP);
+  HAK_OS_STAT_INC(HAK_EV_MREMAP);
+  if (q == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MREMAP_FAIL);
   errno = saved;
   if (q == MAP_FAILED) return false;
   if (new_size > old_size) account_map(new_size - old_size);

@@ -65,7 +65,7 @@ static const option_def_t options[] = {
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
-static hak_lock_t set_lock = HAK_LOCK_INIT;
+static hak_lock_t set_lock = HAK_LOCK_NAMED("options");
 
 /* ---- values in and out of hak_config_t ---------------------------------- */
 

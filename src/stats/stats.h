@@ -1,10 +1,12 @@
 /* stats.h — event and per-class counters. Every counter sits on a cold path
  * (refill, flush, OS calls ...) except the observe-only fast-path hit counts;
- * the fast build compiles all of them out. */
+ * the fast build compiles all of them out but the OS calls'. stats.c reads
+ * them for hak_stats_get, stats_json.c writes them as JSON and XML. */
 #ifndef HAK_STATS_H
 #define HAK_STATS_H
 
 #include "hak_internal.h"
+#include "hakmem.h"
 
 enum hak_stat_event {
   HAK_EV_MMAP, HAK_EV_MUNMAP, HAK_EV_MADVISE, HAK_EV_MREMAP,
@@ -15,17 +17,22 @@ enum hak_stat_event {
   HAK_EV_LARGE_ALLOC, HAK_EV_LARGE_FREE, HAK_EV_HUGE_ALLOC, HAK_EV_HUGE_FREE,
   HAK_EV_FOREIGN_FREE, HAK_EV_FOREIGN_REALLOC, HAK_EV_FOREIGN_SIZE,
   HAK_EV_THREAD_INIT, HAK_EV_THREAD_EXIT, HAK_EV_SHARED_ALLOC,
+  /* Counted in every build (HAK_OS_STAT_*): system calls are cold. */
+  HAK_EV_MMAP_FAIL, HAK_EV_MUNMAP_FAIL, HAK_EV_MADVISE_FAIL, HAK_EV_MREMAP_FAIL,
+  HAK_EV_NAME, HAK_EV_NAME_FAIL, HAK_EV_THP_ADVISE, HAK_EV_HUGETLB, HAK_EV_HUGETLB_FALLBACK,
   HAK_EV__COUNT
 };
 
-enum hak_class_stat { HAK_CS_REFILL, HAK_CS_FLUSH, HAK_CS_ALLOC_FAST, HAK_CS_FREE_FAST, HAK_CS__COUNT };
+/* TAKEN/RETURNED: blocks leaving and reaching their pages (refill, flush). */
+enum hak_class_stat { HAK_CS_REFILL, HAK_CS_FLUSH, HAK_CS_ALLOC_FAST, HAK_CS_FREE_FAST,
+                      HAK_CS_TAKEN, HAK_CS_RETURNED, HAK_CS__COUNT };
 
-typedef struct hak_stats {
+typedef struct hak_counters {
   _Atomic(uint64_t) ev[HAK_EV__COUNT];
   _Atomic(uint64_t) cls[HAK_NCLASSES][HAK_CS__COUNT];
-} hak_stats_t;
+} hak_counters_t;
 
-extern hak_stats_t hak_stats HAK_HIDDEN;
+extern hak_counters_t hak_stats HAK_HIDDEN;
 /* Bytes currently mapped from the OS, and the peak; kept in every build
  * because mallinfo2() and the purge policy read them. */
 extern _Atomic(size_t) hak_mapped_bytes HAK_HIDDEN;
@@ -34,11 +41,17 @@ extern _Atomic(size_t) hak_mapped_peak HAK_HIDDEN;
 #if HAK_STATS
 #define HAK_STAT_ADD(e, n) atomic_fetch_add_explicit(&hak_stats.ev[(e)], (uint64_t)(n), memory_order_relaxed)
 #define HAK_CSTAT_INC(c, e) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], 1, memory_order_relaxed)
+#define HAK_CSTAT_ADD(c, e, n) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], (uint64_t)(n), memory_order_relaxed)
 #else
+#define HAK_CSTAT_ADD(c, e, n) ((void)0)
 #define HAK_STAT_ADD(e, n) ((void)0)
 #define HAK_CSTAT_INC(c, e) ((void)0)
 #endif
 #define HAK_STAT_INC(e) HAK_STAT_ADD(e, 1)
+/* OS calls are counted in every build, the fast one included: each costs a
+ * system call already, and hak_stats_get reports them everywhere. */
+#define HAK_OS_STAT_ADD(e, n) atomic_fetch_add_explicit(&hak_stats.ev[(e)], (uint64_t)(n), memory_order_relaxed)
+#define HAK_OS_STAT_INC(e) HAK_OS_STAT_ADD(e, 1)
 
 #if HAK_OBSERVE
 #define HAK_OBSERVE_INC(c, e) HAK_CSTAT_INC(c, e)
@@ -46,6 +59,28 @@ extern _Atomic(size_t) hak_mapped_peak HAK_HIDDEN;
 #define HAK_OBSERVE_INC(c, e) ((void)0)
 #endif
 
+/* One scalar of the public hak_stats_t: group, name, offset, and the
+ * HAK_STATS_HAVE_* flag of the builds that fill it (stats.c). */
+typedef struct stats_field {
+  const char *group, *name;
+  unsigned short offset;
+  unsigned valid;
+} stats_field_t;
+extern const stats_field_t stats_fields[] HAK_HIDDEN;
+extern const unsigned stats_nfields HAK_HIDDEN;
+
+/* Every figure into *st (all of it: st->size is ignored); process: also the
+ * process's resident figures, read from /proc. */
+void stats_gather(hak_stats_t *st, bool process) HAK_HIDDEN;
+/* Counters restart from now: later gathers subtract today's values. */
+void stats_reset(void) HAK_HIDDEN;
+/* The JSON document (stats_json.c), snprintf-style. */
+size_t stats_json(char *buf, size_t len) HAK_HIDDEN;
+void stats_print_json(int fd) HAK_HIDDEN;
+
+/* The report at exit, in HAKMEM_STATS's format (text or JSON). */
 void stats_print(int fd) HAK_HIDDEN;
+/* The text report (hak_stats_print, HAKMEM_STATS=1). */
+void stats_print_text(int fd) HAK_HIDDEN;
 
 #endif
