@@ -456,6 +456,32 @@ class ReportTest(unittest.TestCase):
         self.assertAlmostEqual(f["tlb1536"], 0.0)
         self.assertEqual(instructions.cache_figures({}, {}), {})
 
+    def test_lock_lines(self):
+        from hakbench import locks
+        report_text = ("HAKMEM statistics\n  refill 12\nlock segment 267\nlock heap_pool 9\n"
+                       "  lock in a sentence 5 words\nlock abandoned 58\n")
+        self.assertEqual(locks.parse_lock_lines(report_text),
+                         {"segment": 267, "heap_pool": 9, "abandoned": 58})
+        self.assertEqual(locks.parse_lock_lines("HAKMEM statistics\n  refill 12\n"), {})
+
+    def test_lock_rates_per_million_ops(self):
+        from hakbench import locks
+        r = locks.per_million((1000000, {"segment": 100, "abandoned": 58}),
+                              (3000000, {"segment": 300, "abandoned": 4, "large": 2}))
+        self.assertEqual(r["segment"], (100.0, False))
+        self.assertEqual(r["large"], (1.0, False))
+        # fewer in the longer run: its whole-run average, marked
+        self.assertAlmostEqual(r["abandoned"][0], 4 / 3.0)
+        self.assertTrue(r["abandoned"][1])
+        with self.assertRaises(ValueError):
+            locks.per_million((10, {}), (10, {}))
+        w = workloads.WORKLOADS[:2]
+        table = locks.lock_table(w, {w[0].name: r, w[1].name: None},
+                                 ["segment", "large", "abandoned"])
+        self.assertIn("| %s | 100 | 1 | 1.33* | 102* |" % w[0].name, table)
+        self.assertIn("| %s | FAIL | FAIL | FAIL | FAIL |" % w[1].name, table)
+        self.assertIn("whole-run average", table)
+
     def test_allocator_environment(self):
         base = {"LD_PRELOAD": "/old.so", "PATH": "/bin"}
         env = allocators.Allocator("glibc").environment(base)

@@ -10,6 +10,7 @@ memory system calls per operation.
   scripts/bench.py --ab --a-env HAKMEM_PROFILE=speed --b-env HAKMEM_PROFILE=lean
   scripts/bench.py --soak 600 [--allocator hakmem,mimalloc]
   scripts/bench.py --instructions                    instructions, cache and TLB misses /op
+  scripts/bench.py --locks                           lock acquisitions per Mop (observe build)
   scripts/bench.py --update-readme                   latest table into README.md
 
 Allocators: hakmem (<build-dir>/libhakmem.so), glibc (no preload), mimalloc,
@@ -25,6 +26,7 @@ from .allocators import ALL_ALLOCATORS, PEERS_DIR_ENV
 from .common import ROOT
 from .compare import do_compare
 from .instructions import do_instructions
+from .locks import do_locks
 from .report import update_readme
 from .soak import do_soak
 from .workloads import WORKLOADS
@@ -41,6 +43,9 @@ def main(argv=None):
     mode.add_argument("--soak", type=int, metavar="SECONDS", help="soak run of bench_soak")
     mode.add_argument("--instructions", action="store_true",
                       help="instructions/op with callgrind (difference of two run lengths)")
+    mode.add_argument("--locks", action="store_true",
+                      help="process-wide lock acquisitions per million operations (observe "
+                           "build, HAKMEM_STATS=1, difference of two run lengths)")
     mode.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("--update-readme", action="store_true",
                    help="put the latest table between the bench markers in README.md "
@@ -55,6 +60,11 @@ def main(argv=None):
                         "librpmalloc.so); default $HAKMEM_PEERS_DIR, else ../shared/peers "
                         "beside the repository; '' for none")
     p.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
+    p.add_argument("--observe-build", metavar="DIR",
+                   help="observe build for --locks/--with-locks (default build-observe, "
+                        "configured and built when needed)")
+    p.add_argument("--with-locks", action="store_true",
+                   help="comparison: add the lock-acquisition table (--locks) to the report")
     p.add_argument("--no-cache", action="store_true",
                    help="--instructions: skip the cachegrind runs (cache and TLB misses)")
     p.add_argument("--no-chart", action="store_true", help="skip the gnuplot chart")
@@ -86,7 +96,8 @@ def main(argv=None):
     explicit_build_dir = args.build_dir is not None
 
     if not explicit_build_dir:
-        if args.update_readme and not (args.ab or args.soak is not None or args.instructions):
+        if args.update_readme and not (args.ab or args.soak is not None or args.instructions
+                                       or args.locks):
             return update_readme(out_dir=args.out_dir, readme=args.readme)
         args.build_dir = os.path.join(ROOT, "build-fast")
     if args.list:
@@ -99,4 +110,6 @@ def main(argv=None):
         return do_soak(args)
     if args.instructions:
         return do_instructions(args)
+    if args.locks:
+        return do_locks(args)
     return do_compare(args)

@@ -8,6 +8,7 @@ import time
 from .allocators import OPTIONAL_PEERS, discover_allocators, peers_dir_candidates
 from .chart import chart_comparison
 from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
+from .locks import LOCKS_TITLE, lock_table, measure_locks, observe_build
 from .parse import ParseError
 from .report import (
     build_tables, fmt_mb, fmt_mops, fmt_rate, readme_block, update_readme, write_report_md,
@@ -149,11 +150,19 @@ def do_compare(args):
                 notes.append("%s under %s: %d of %d runs failed (%s)" % (
                     w.name, a.name, s["failed"], s["failed"] + s["n"], "; ".join(s["errors"])))
     main_table, sys_table = build_tables(workloads, allocators, summary)
+    locks = None
+    if getattr(args, "with_locks", False):
+        rates, names, lock_notes = measure_locks(observe_build(args.observe_build), workloads,
+                                                 args.quiet)
+        notes += lock_notes
+        locks = lock_table(workloads, rates, names) if names else None
     print(main_table)
     if sys_table:
         print()
         print("memory syscalls per operation (mmap+munmap+madvise+brk+mremap, after warm-up):")
         print(sys_table)
+    if locks:
+        print("\n" + LOCKS_TITLE + ":\n\n" + locks)
     for n in notes:
         print("note: " + n)
     log("finished in %s" % fmt_duration(elapsed))
@@ -169,7 +178,8 @@ def do_compare(args):
         chart_ok = chart_comparison(base + ".png", workloads, allocators, summary,
                                     " (%s, %s)" % (date, mode))
     chart_rel = os.path.relpath(base + ".png", ROOT) if chart_ok else None
-    block = readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes)
+    block = readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes,
+                         locks)
     write_report_md(base + ".md", date, mode, machine, command, allocators, workloads,
                     runs_n, elapsed, block, summary)
     write_summary_csv(base + ".csv", date, workloads, allocators, summary)
@@ -196,6 +206,8 @@ def reproduce_command(args):
         parts += ["--workloads", args.workloads]
     if args.allocators:
         parts += ["--allocators", args.allocators]
+    if getattr(args, "with_locks", False):
+        parts.append("--with-locks")
     cmd = " ".join(parts)
     if parts[3] == "build-fast" and len(parts) == 4:
         return "make bench   # = %s" % cmd

@@ -178,7 +178,8 @@ def g(v):
     return v
 
 
-def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes):
+def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes,
+                 lock_table=None):
     lines = [
         "_%s, %s run on %s%s._" % (date, mode, machine_line(machine),
                                    ", source %s" % machine["rev"] if machine.get("rev") else ""),
@@ -195,6 +196,9 @@ def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel,
                   "after warm-up (difference of two run lengths under strace; 0 means none",
                   "in the extra operations of the longer run):", "",
                   sys_table]
+    if lock_table:
+        lines += ["", "HAKMEM's process-wide lock acquisitions per million operations after",
+                  "warm-up (observe build, difference of two run lengths):", "", lock_table]
     if chart_rel:
         lines += ["", "![HAKMEM relative to its peers](%s)" % chart_rel]
     if notes:
