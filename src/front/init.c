@@ -39,8 +39,18 @@ static void atfork_child(void) {
 }
 
 bool hak_init(void) {
+  /* Running is recorded as minus the pid of the process running start-up: a
+   * fork while another thread is inside hak_init leaves the child with a
+   * running state and nobody to finish it, so the child's first caller
+   * takes over and runs start-up again (every step may be repeated). */
+  int me = -(int)getpid();
   int expect = 0;
-  if (!atomic_compare_exchange_strong(&hak_init_state, &expect, 1)) return expect == 2;
+  while (!atomic_compare_exchange_strong(&hak_init_state, &expect, me)) {
+    if (expect == 2) return true;
+    /* Running here: a recursive call, or another thread (the caller uses
+     * the shared heap meanwhile). */
+    if (expect == me) return false;
+  }
   config_load();
 #if HAK_CHECKS
   {

@@ -5,7 +5,8 @@
 
 #include "hak_internal.h"
 
-extern _Atomic(int) hak_init_state HAK_HIDDEN;  /* 0 none, 1 running, 2 done */
+/* 0 none, 2 done; while running, minus the pid of the process running it */
+extern _Atomic(int) hak_init_state HAK_HIDDEN;
 
 HAK_INLINE bool hak_init_done(void) {
   return atomic_load_explicit(&hak_init_state, memory_order_acquire) == 2;

@@ -1,5 +1,6 @@
 /* registry.c — the chunk bitmap behind registry_has(), and the slice map. */
 #include "guard/registry.h"
+#include "os/lock.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -15,7 +16,12 @@ void slice_map_init(void) {
   int expect = 0;
   if (atomic_load_explicit(&state, memory_order_acquire) == 2) return;
   if (!atomic_compare_exchange_strong(&state, &expect, 1)) {
-    while (atomic_load_explicit(&state, memory_order_acquire) != 2) {
+    /* Bounded: after a short wait go on without the map (correct, the slow
+     * path consults the registry), e.g. in a child forked while another
+     * thread was in here, where the map will never come. */
+    for (unsigned i = 0; i < 64 + 256 && atomic_load_explicit(&state, memory_order_acquire) != 2; i++) {
+      if (i < 64) cpu_relax();
+      else sched_yield();
     }
     return;
   }

@@ -9,6 +9,23 @@
 #include "stats/stats.h"
 #include "os/lock.h"
 
+#include <sched.h>
+
+/* How long a dying heap waits for signals in flight (remote.c): spins, then
+ * yields, then gives up and leaves the rest to heap_reap. */
+#define DESTROY_SPINS  64
+#define DESTROY_YIELDS 256
+
+/* The owner marks its heap busy while it changes the page lists, so that a
+ * forked child can tell a consistent heap of a vanished thread from one that
+ * was caught half-changed (remote.c, "Fork"). The fence orders the mark
+ * before the changes; the release store orders the changes before the clear. */
+HAK_INLINE void busy_begin(hak_heap_t *h) {
+  atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+HAK_INLINE void busy_end(hak_heap_t *h) { atomic_store_explicit(&h->busy, 0, memory_order_release); }
+
 static void list_push_head(hak_page_list_t *l, hak_page_t *p) {
   p->prev = NULL;
   p->next = l->head;
@@ -115,13 +132,19 @@ void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
 }
 
-void heap_collect_remote(hak_heap_t *h) {
+static void collect_remote(hak_heap_t *h) {
   hak_page_t *p = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
   while (p) {
     hak_page_t *next = p->qnext; /* read first: once taken, p may be pushed again */
     heap_page_collect(h, p);
     p = next;
   }
+}
+
+void heap_collect_remote(hak_heap_t *h) {
+  busy_begin(h);
+  collect_remote(h);
+  busy_end(h);
 }
 
 static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
@@ -141,8 +164,9 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
 }
 
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
+  busy_begin(h);
   h->allocates[cls] = 1;
-  if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote(h);
+  if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) collect_remote(h);
   unsigned n = 0;
   while (n < max) {
     hak_page_t *p = h->avail[cls].head;
@@ -154,6 +178,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
     n += page_take(p, out + n, max - n);
     if (!page_has_free(p)) page_to_full(h, p);
   }
+  busy_end(h);
   HAK_CSTAT_INC(cls, HAK_CS_REFILL);
   HAK_CSTAT_ADD(cls, HAK_CS_TAKEN, n);
   HAK_STAT_INC(HAK_EV_REFILL);
@@ -163,6 +188,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
 void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   /* Callers pass the blocks of one class (one cache, or one block). */
   if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
+  busy_begin(h);
   unsigned i = 0;
   while (i < n) {
     void *b = blocks[i];
@@ -192,42 +218,121 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
     }
     remote_push(p, first, last, k);
   }
+  busy_end(h);
   HAK_STAT_INC(HAK_EV_FLUSH);
 }
 
-void heap_destroy(hak_heap_t *h) {
-  heap_collect_remote(h);
-  /* Fence every page. A page whose bit was already set has a signal on our
-   * stack or on its way; wait for each of them, after which no thread will
-   * touch h->remote_pages again. */
-  unsigned pending = 0;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    for (hak_page_t *p = h->avail[c].head; p; p = p->next) pending += remote_fence(p);
-    for (hak_page_t *p = h->full[c].head; p; p = p->next) pending += remote_fence(p);
+/* A page of a heap that is going away: back to its segment if empty, else
+ * abandoned with its queued bit kept set (remote frees pile up silently
+ * until a live heap adopts it). Its signal, if it had one, has arrived or
+ * is known lost, so no thread will push it onto this heap's stack again. */
+static void page_release(hak_page_t *p) {
+  p->next = p->prev = NULL;
+  splice_remote(p, true);
+  if (p->used == 0) {
+    atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
+    page_cache_free(NULL, p); /* to the exchange: the next thread takes it */
+  } else {
+    abandon_page(p);
   }
-  while (pending) {
-    hak_page_t *q = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
-    for (; q; q = q->qnext) pending--;
-    if (pending) cpu_relax();
+}
+
+static void page_unlist(hak_heap_t *h, hak_page_t *p) {
+  list_remove(p->state == HAK_PAGE_FULL ? &h->full[p->cls] : &h->avail[p->cls], p);
+}
+
+/* Dying heap: every page popped from the stack is one whose signal was
+ * awaited (its bit was set when the heap fenced it); it can go now. */
+static void release_arrived(hak_heap_t *h) {
+  hak_page_t *q = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
+  while (q) {
+    hak_page_t *next = q->qnext;
+    page_unlist(h, q);
+    page_release(q);
+    h->awaiting--;
+    q = next;
   }
+}
+
+static void release_all(hak_heap_t *h) {
+  atomic_store_explicit(&h->remote_pages, NULL, memory_order_relaxed);
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
     for (int k = 0; k < 2; k++) {
       hak_page_t *p = lists[k]->head;
       while (p) {
         hak_page_t *next = p->next;
-        p->next = p->prev = NULL;
-        splice_remote(p, true); /* abandoned pages stay fenced until adopted */
-        if (p->used == 0) {
-          atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
-          page_cache_free(NULL, p); /* to the exchange: the next thread takes it */
-        } else {
-          abandon_page(p);
-        }
+        page_release(p);
         p = next;
       }
       lists[k]->head = lists[k]->tail = NULL;
     }
   }
+  h->awaiting = 0;
+  /* Only after fork can a heap still hold a page cache here, and its thread
+   * (gone) may have been changing it outside any busy mark (large blocks):
+   * those pages are lost to the child rather than trusted. */
+  h->pcache = (hak_page_cache_t){0};
+}
+
+bool heap_destroy(hak_heap_t *h) {
+  busy_begin(h);
+  collect_remote(h);
+  /* Fence every page. One whose bit was clear can go at once: from now on
+   * every remote free into it is silent. One whose bit was already set has
+   * a signal on our stack or on its way: it stays on our lists until the
+   * signal is popped, so the sender, who reads page->owner only after
+   * setting the bit, still finds this heap. */
+  h->awaiting = 0;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
+    for (int k = 0; k < 2; k++) {
+      hak_page_t *p = lists[k]->head;
+      while (p) {
+        hak_page_t *next = p->next;
+        if (remote_fence(p)) {
+          h->awaiting++;
+        } else {
+          list_remove(lists[k], p);
+          page_release(p);
+        }
+        p = next;
+      }
+    }
+  }
+  /* Bounded: a sender preempted between its two steps may take long, and one
+   * that vanished in a fork never comes. What is still awaited after this is
+   * left to heap_reap; h is not reused until then. */
+  for (unsigned i = 0; h->awaiting && i < DESTROY_SPINS + DESTROY_YIELDS; i++) {
+    release_arrived(h);
+    if (!h->awaiting) break;
+    if (i < DESTROY_SPINS) cpu_relax();
+    else sched_yield();
+  }
   page_cache_flush(&h->pcache);
+  busy_end(h);
+  return h->awaiting == 0;
+}
+
+bool heap_reap(hak_heap_t *h, bool lost) {
+  if (lost) release_all(h);
+  else release_arrived(h);
+  return h->awaiting == 0;
+}
+
+void heap_repair_after_fork(hak_heap_t *h) {
+  collect_remote(h);
+  /* A page still queued now was never pushed: its sender was another thread,
+   * caught between its two steps, and does not exist in this process. */
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
+    for (int k = 0; k < 2; k++) {
+      hak_page_t *p = lists[k]->head;
+      while (p) {
+        hak_page_t *next = p->next; /* collecting may move or retire p */
+        if (atomic_load_explicit(&p->remote, memory_order_relaxed) & HAK_REMOTE_QUEUED) heap_page_collect(h, p);
+        p = next;
+      }
+    }
+  }
 }

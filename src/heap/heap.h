@@ -42,7 +42,10 @@ struct hak_heap {
   hak_page_list_t avail[HAK_NCLASSES];  /* pages with blocks to hand out; head is current */
   hak_page_list_t full[HAK_NCLASSES];   /* pages with none; remote frees bring them back */
   _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
-  hak_heap_t *pool_next;                /* free-heap pool link */
+  hak_heap_t *pool_next;                /* free-heap pool / dying-heap list link */
+  hak_heap_t *live_next, *live_prev;    /* heaps in use by a thread (a forked child repairs them) */
+  _Atomic(uint32_t) busy;               /* owner is changing the page lists (see remote.c) */
+  uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
   void      **slot_store;               /* backing store of the bins' slots */
@@ -65,8 +68,18 @@ void heap_collect_remote(hak_heap_t *h) HAK_HIDDEN;
 void heap_page_collect(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
 /* Adopt a page into h (from the abandoned list). */
 void heap_page_adopted(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
-/* Tear down at thread exit: flush caches, retire empty pages, abandon the rest. */
-void heap_destroy(hak_heap_t *h) HAK_HIDDEN;
+/* Tear down at thread exit: retire empty pages, abandon the rest. Waits a
+ * bounded time for remote signals in flight; false if some have not arrived
+ * (their pages are still on h's lists): h must then not be reused until
+ * heap_reap says so. */
+bool heap_destroy(hak_heap_t *h) HAK_HIDDEN;
+/* A dying heap: release the pages whose signals have arrived since; with
+ * `lost`, all of them (after fork, when the senders no longer exist). True
+ * when nothing is awaited any more and h may be reused. */
+bool heap_reap(hak_heap_t *h, bool lost) HAK_HIDDEN;
+/* After fork, in the child: a live heap whose pages may have lost signals
+ * (their senders were other threads): collect every queued page. */
+void heap_repair_after_fork(hak_heap_t *h) HAK_HIDDEN;
 
 /* Thread side (heap/thread.c). */
 bool  thread_heap_init(hak_tls_t *t) HAK_HIDDEN;      /* false: use the shared heap */

@@ -16,8 +16,12 @@
 
 __thread hak_tls_t hak_tls;
 
+/* Under pool_lock: heaps in use (live), dying heaps still awaiting remote
+ * signals (dying, see heap_destroy), and heaps ready for reuse (pool). */
 static hak_lock_t pool_lock = HAK_LOCK_NAMED("heap_pool");
 static hak_heap_t *pool_free;
+static hak_heap_t *live_heaps;
+static hak_heap_t *dying_heaps;
 
 static hak_lock_t shared_lock = HAK_LOCK_NAMED("shared_heap");
 static hak_heap_t shared_heap;
@@ -30,24 +34,71 @@ static size_t heap_bytes(void) {
   return align_up(sizeof(hak_heap_t) + slots * sizeof(void *), os_page_size());
 }
 
+static void live_add(hak_heap_t *h) {
+  h->live_prev = NULL;
+  h->live_next = live_heaps;
+  if (live_heaps) live_heaps->live_prev = h;
+  live_heaps = h;
+}
+
+static void live_remove(hak_heap_t *h) {
+  if (h->live_prev) h->live_prev->live_next = h->live_next; else live_heaps = h->live_next;
+  if (h->live_next) h->live_next->live_prev = h->live_prev;
+  h->live_next = h->live_prev = NULL;
+}
+
+static void pool_put(hak_heap_t *h) {
+  h->pool_next = pool_free;
+  pool_free = h;
+}
+
+/* Dying heaps whose awaited signals have all arrived go to the pool. Under
+ * pool_lock, so one thread at a time, and never across a fork. */
+static void reap_dying(bool lost) {
+  hak_heap_t **pp = &dying_heaps;
+  while (*pp) {
+    hak_heap_t *h = *pp;
+    if (heap_reap(h, lost)) {
+      *pp = h->pool_next;
+      pool_put(h);
+    } else {
+      pp = &h->pool_next;
+    }
+  }
+}
+
 static hak_heap_t *heap_new(void) {
   hak_lock(&pool_lock);
+  if (dying_heaps) reap_dying(false);
   hak_heap_t *h = pool_free;
-  if (h) pool_free = h->pool_next;
-  hak_unlock(&pool_lock);
-  if (!h) {
-    h = os_map(heap_bytes());
-    if (!h) return NULL;
-    h->slot_store = (void **)(h + 1);
+  if (h) {
+    pool_free = h->pool_next;
+    h->pool_next = NULL;
+    live_add(h);
   }
-  h->pool_next = NULL;
+  hak_unlock(&pool_lock);
+  if (h) return h;
+  h = os_map(heap_bytes());
+  if (!h) return NULL;
+  h->slot_store = (void **)(h + 1);
+  hak_lock(&pool_lock);
+  live_add(h);
+  hak_unlock(&pool_lock);
   return h;
 }
 
-static void heap_recycle(hak_heap_t *h) {
+/* After heap_destroy: to the pool, or, if signals are still on their way
+ * to it, to the dying list until they have arrived. */
+static void heap_retire(hak_heap_t *h, bool destroyed) {
   hak_lock(&pool_lock);
-  h->pool_next = pool_free;
-  pool_free = h;
+  live_remove(h);
+  if (destroyed) {
+    pool_put(h);
+  } else {
+    h->pool_next = dying_heaps;
+    dying_heaps = h;
+  }
+  if (dying_heaps) reap_dying(false);
   hak_unlock(&pool_lock);
 }
 
@@ -62,8 +113,7 @@ static void thread_exit(void *arg) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) t->bins[v] = (hak_bin_t){0};
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
-  heap_destroy(h);
-  heap_recycle(h);
+  heap_retire(h, heap_destroy(h));
   HAK_STAT_INC(HAK_EV_THREAD_EXIT);
 }
 
@@ -158,9 +208,13 @@ void heap_flush_all(hak_tls_t *t) {
 }
 
 /* fork: the locks are taken in the order the code nests them (shared heap,
- * then heap pool) and the child resets them. Heaps of the threads that do not
- * exist in the child keep their pages; only the blocks in their caches are
- * lost to the child. */
+ * then heap pool) and the child resets them. The child then repairs what the
+ * threads that do not exist in it left behind (remote.c, "Fork"): heaps of
+ * those threads give their pages up (abandoned, for the child's threads to
+ * adopt; only the blocks in their caches are lost), unless they were caught
+ * half-changed (busy: then they are left alone, pages and all); dying heaps
+ * stop waiting for signals that can no longer come; and the surviving
+ * thread's heap and the shared heap collect the pages whose signal was lost. */
 void heap_atfork_prepare(void) {
   hak_lock(&shared_lock);
   hak_lock(&pool_lock);
@@ -172,4 +226,20 @@ void heap_atfork_parent(void) {
 void heap_atfork_child(void) {
   hak_lock_reset(&pool_lock);
   hak_lock_reset(&shared_lock);
+  hak_heap_t *mine = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
+  hak_heap_t *h = live_heaps;
+  while (h) {
+    hak_heap_t *next = h->live_next;
+    if (h != mine) {
+      live_remove(h);
+      if (!atomic_load_explicit(&h->busy, memory_order_acquire)) {
+        heap_reap(h, true);
+        pool_put(h);
+      }
+    }
+    h = next;
+  }
+  reap_dying(true);
+  if (mine) heap_repair_after_fork(mine);
+  heap_repair_after_fork(&shared_heap);
 }

@@ -4,21 +4,47 @@
  * (all blocks of one page from one cache flush) pushed with a single CAS onto
  * page->remote. The same CAS sets bit 0 of that word, "queued": the pusher
  * that finds it clear owes the owner one signal, pushing the page onto the
- * owner's remote_pages stack; later pushers add blocks silently. The owner
- * pops the stack and takes page->remote whole with an exchange that also
- * clears the bit, so the next push signals again. No block waits unseen, and
- * a page is never on the stack twice.
+ * owner's remote_pages stack (a second CAS); later pushers add blocks
+ * silently. The signaller reads page->owner only after its first CAS. The
+ * owner pops the stack and takes page->remote whole with an exchange that
+ * also clears the bit, so the next push signals again. No block waits
+ * unseen, and a page is never on the stack twice.
  *
  * The bit also keeps a page alive: while it is set a signal may be in flight,
  * so the owner retires a page only when the word is 0 (no block pending, no
  * signal on its way) and no block is out (used == 0), after which no thread
  * can reach the page through a block any more.
  *
- * A dying heap sets the bit on all its pages (remote_fence) and drains its
- * stack until every signal it saw in flight has arrived: from then on no
- * thread touches the stack, so the heap can be recycled. Abandoned pages keep
- * the bit (remote frees pile up silently) until a live heap adopts them and
- * takes the list, clearing it. */
+ * Thread exit (heap_destroy). The dying heap sets the bit on all its pages.
+ * A page whose bit was clear is released at once (retired if empty, else
+ * abandoned with the bit set: frees into it pile up silently until a live
+ * heap adopts it and takes the list, clearing the bit). A page whose bit was
+ * already set has a signal on the stack or on its way: it stays on the
+ * heap's lists, owner unchanged (its signaller has yet to read the owner),
+ * until the signal is popped. The wait is bounded (spins, then yields); what
+ * has not arrived by then is left to heap_reap, and the heap goes on a dying
+ * list instead of the pool, so a late signal lands on a heap nobody else
+ * uses. Each later thread start or exit reaps dying heaps: pops their stacks,
+ * releases the pages that arrived, and pools a heap once none is awaited.
+ *
+ * A preempted thread. A signaller stopped between its two CASes delays only
+ * the release of that one page and the reuse of the dying heap; the owner
+ * (and everyone else) goes on. One stopped inside the owner-side functions
+ * cannot exist: only the owner runs them on its heap.
+ *
+ * Fork. Only the forking thread exists in the child, and other threads may
+ * have been anywhere. Locks: the prepare handler takes every lock (os/lock.h
+ * lets the forking thread through its own locks until parent/child), the
+ * child resets them. Then (heap_atfork_child): a signaller caught between its
+ * two CASes never completes, so the surviving thread's heap and the shared
+ * heap collect every page still queued (heap_repair_after_fork); dying heaps
+ * stop waiting and release everything (heap_reap with lost); heaps of the
+ * vanished threads release their pages to the abandoned list for the child's
+ * threads to adopt, unless their owner was caught changing them (the owner
+ * marks its heap busy around every change to its page lists): such a heap is
+ * left as it is, its pages kept by nobody (remote frees into them are pushed
+ * onto a stack nobody pops: memory lost to the child, never corrupted). The
+ * blocks in the vanished threads' caches are lost to the child either way. */
 #include "remote/remote.h"
 #include "heap/heap.h"
 #include "os/lock.h"
