@@ -44,7 +44,9 @@
 #define HAK_SMALL_TAB_MAX 1024            /* sizes served by the lookup table */
 #define HAK_MID_MAX      ((size_t)32768)  /* largest size served by a size class */
 #define HAK_MIN_ALIGN    16               /* alignof(max_align_t) */
-#define HAK_LARGE_MAX_SLICES (HAK_SLICES - 1) /* a large block lives in slices 1..31 */
+/* A large block lives in slices 1..31; up to 15 slices, so that at least two
+ * share a segment: bigger ones get a mapping of their own. */
+#define HAK_LARGE_MAX_SLICES 15
 
 typedef struct hak_heap hak_heap_t;
 typedef struct hak_segment hak_segment_t;

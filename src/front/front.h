@@ -49,10 +49,18 @@ HAK_INLINE void *alloc_small_or_large(size_t n) {
   return alloc_large_slow(n);
 }
 
-/* One load tells the block's class (or that it is not a small block of
+_Static_assert(sizeof(hak_bin_t) == HAK_SLICE_MAP_SCALE, "slice map entries are bin offsets");
+
+/* The bin of p's class, from the slice map (a cap-0 sentinel for pointers
+ * that are not small blocks of ours). */
+HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
+  return (hak_bin_t *)((char *)hak_tls.bins + slice_map_bin_offset(p));
+}
+
+/* One lookup tells the block's class (or that it is not a small block of
  * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  hak_bin_t *b = &hak_tls.bins[slice_map_value(p)];
+  hak_bin_t *b = bin_of_block(p);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC((unsigned)(b - hak_tls.bins) - 1, HAK_CS_FREE_FAST);
 #if HAK_CHECKS

@@ -29,7 +29,7 @@ HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
 
 HAK_NOINLINE void free_suspect(void *p) {
-  hak_bin_t *b = &hak_tls.bins[slice_map_value(p)];
+  hak_bin_t *b = bin_of_block(p);
   for (uint32_t i = 0; i < b->count; i++)
     if (b->slots[i] == p) {
       report_bad("free", "double free", p);

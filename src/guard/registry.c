@@ -1,50 +1,58 @@
-/* registry.c — the chunk bitmap behind registry_has(), and the slice map. */
+/* registry.c — the two-level slice map behind registry_has() and free()'s
+ * fast path (protocol in registry.h). */
 #include "guard/registry.h"
-#include "os/lock.h"
 
-#include <string.h>
+#include <errno.h>
 #include <sys/mman.h>
 
-_Atomic(uint64_t) hak_registry[HAK_REG_WORDS];
+#define LEAF_ENTRIES ((size_t)1 << HAK_LEAF_BITS)
+#define LEAF_BYTES   (LEAF_ENTRIES * sizeof(hak_slice_entry_t))
 
-static uint8_t slice_map_off[1];
-uint8_t *hak_slice_map = slice_map_off;
-uintptr_t hak_slice_mask;
+/* What every top entry points at until its leaf exists: reads as "not ours".
+ * .bss: address space only, never written, so never resident beyond the
+ * shared zero page. */
+static hak_slice_entry_t zero_leaf[LEAF_ENTRIES];
 
-void slice_map_init(void) {
-  static _Atomic(int) state; /* 0 untried, 1 in progress, 2 done (or refused) */
-  int expect = 0;
-  if (atomic_load_explicit(&state, memory_order_acquire) == 2) return;
-  if (!atomic_compare_exchange_strong(&state, &expect, 1)) {
-    /* Bounded: after a short wait go on without the map (correct, the slow
-     * path consults the registry), e.g. in a child forked while another
-     * thread was in here, where the map will never come. */
-    for (unsigned i = 0; i < 64 + 256 && atomic_load_explicit(&state, memory_order_acquire) != 2; i++) {
-      if (i < 64) cpu_relax();
-      else sched_yield();
-    }
-    return;
+#define BIAS(i) ((uintptr_t)((size_t)(i) << HAK_LEAF_BITS) * sizeof(hak_slice_entry_t))
+#define ZERO(i) ((uintptr_t)zero_leaf - BIAS(i))
+#define ZERO4(i) ZERO(i), ZERO((i) + 1), ZERO((i) + 2), ZERO((i) + 3)
+#define ZERO16(i) ZERO4(i), ZERO4((i) + 4), ZERO4((i) + 8), ZERO4((i) + 12)
+#define ZERO64(i) ZERO16(i), ZERO16((i) + 16), ZERO16((i) + 32), ZERO16((i) + 48)
+#define ZERO256(i) ZERO64(i), ZERO64((i) + 64), ZERO64((i) + 128), ZERO64((i) + 192)
+#define ZERO1024(i) ZERO256(i), ZERO256((i) + 256), ZERO256((i) + 512), ZERO256((i) + 768)
+
+_Static_assert(HAK_TOP_ENTRIES == 4096, "the initialiser below spells out 4096 entries");
+uintptr_t hak_slice_top[HAK_TOP_ENTRIES] = {ZERO1024(0), ZERO1024(1024), ZERO1024(2048), ZERO1024(3072)};
+
+static bool leaf_ensure(size_t top) {
+  uintptr_t expect = ZERO(top);
+  if (__atomic_load_n(&hak_slice_top[top], __ATOMIC_ACQUIRE) != expect) return true;
+  int saved = errno;
+  void *m = mmap(NULL, LEAF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  if (m == MAP_FAILED) return false;
+  uintptr_t biased = (uintptr_t)m - BIAS(top);
+  if (!__atomic_compare_exchange_n(&hak_slice_top[top], &expect, biased, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+    munmap(m, LEAF_BYTES); /* another thread mapped it first */
+    errno = saved;
   }
-  size_t len = (size_t)1 << HAK_SLICE_MAP_BITS;
-  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (m != MAP_FAILED) { /* if refused: stay on the slow path, correct, just slower */
-    __atomic_store_n(&hak_slice_map, (uint8_t *)m, __ATOMIC_RELAXED);
-    __atomic_store_n(&hak_slice_mask, len - 1, __ATOMIC_RELEASE);
-  }
-  atomic_store_explicit(&state, 2, memory_order_release);
+  return true;
+}
+
+bool slice_map_reserve(const void *p, size_t size) {
+  uint32_t first = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
+  uint32_t last = (uint32_t)(((uintptr_t)p + (size ? size - 1 : 0)) >> HAK_SLICE_SHIFT);
+  for (size_t t = first >> HAK_LEAF_BITS; t <= (last >> HAK_LEAF_BITS); t++)
+    if (!leaf_ensure(t)) return false;
+  return true;
 }
 
 void slice_map_set(const void *p, size_t n, unsigned v) {
-  if (!hak_slice_mask) return;
-  memset(hak_slice_map + (((uintptr_t)p >> HAK_SLICE_SHIFT) & hak_slice_mask), (int)v, n);
-}
-
-void registry_add(const void *chunk) {
-  uintptr_t c = (uintptr_t)chunk >> HAK_SEG_SHIFT;
-  atomic_fetch_or_explicit(&hak_registry[(c >> 6) & (HAK_REG_WORDS - 1)], 1ull << (c & 63), memory_order_release);
-}
-
-void registry_remove(const void *chunk) {
-  uintptr_t c = (uintptr_t)chunk >> HAK_SEG_SHIFT;
-  atomic_fetch_and_explicit(&hak_registry[(c >> 6) & (HAK_REG_WORDS - 1)], ~(1ull << (c & 63)), memory_order_release);
+  hak_slice_entry_t e = (hak_slice_entry_t)(v * HAK_SLICE_MAP_SCALE);
+  uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
+  for (size_t i = 0; i < n; i++, slice++) {
+    uintptr_t leaf = __atomic_load_n(&hak_slice_top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
+    if (leaf == ZERO(slice >> HAK_LEAF_BITS)) continue; /* no leaf: nothing of ours here (v must be 0) */
+    __atomic_store_n((hak_slice_entry_t *)(leaf + (uintptr_t)slice * sizeof(hak_slice_entry_t)), e, __ATOMIC_RELAXED);
+  }
 }

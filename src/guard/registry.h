@@ -1,60 +1,74 @@
-/* registry.h — which parts of the address space are HAKMEM's.
+/* registry.h — which parts of the address space are HAKMEM's: the slice map.
  *
- * Two structures answer it. The registry proper: one bit per 2 MiB chunk over
- * a 48-bit address space (16 MiB of .bss, touched only where HAKMEM has
- * memory), set when a segment or huge block starting there is mapped; it is
- * the ground truth the slow paths consult, and never reads memory HAKMEM does
- * not own.
+ * One 16-bit entry per 64 KiB slice of the 48-bit address space says what
+ * the slice holds: the byte offset in the thread's bins of the bin for the
+ * class of its page ((class + 1) * 16), the large sentinel's offset for
+ * large, huge and free slices of ours, and 0 for memory that is not ours.
+ * free()'s fast path indexes the TLS bins with it directly; the slow paths
+ * ask registry_has() (entry non-zero), the ground truth for "is this ours",
+ * which never reads memory HAKMEM does not own.
  *
- * The slice map serves free()'s fast path: one byte per 64 KiB slice of the
- * address space (4 GiB reserved with MAP_NORESERVE at start-up, resident only
- * where HAKMEM has memory), holding the size class of the slice's page plus
- * one, HAK_CLASS_NONE + 1 for large blocks, 0 elsewhere. It indexes the TLS
- * bins directly. Until start-up (or if the reservation is refused) the index
- * mask is 0, every lookup reads a static zero byte, and all frees go the slow
- * way. */
+ * Two levels, so the address space it costs is in proportion to what
+ * HAKMEM uses: a static top table of 4096 pointers, one per 64 GiB, and
+ * leaves of 2^20 entries (2 MiB of MAP_NORESERVE address space each,
+ * resident only where touched), mapped when a segment or huge mapping in
+ * their range is first mapped, and never unmapped. A top entry points at
+ * its leaf pre-biased by minus the leaf's first slice number, so the full
+ * 32-bit slice number indexes it with no mask. Until a leaf exists its top
+ * entry points (biased the same way) at a static leaf of zeros: lookups are
+ * safe before start-up and for any pointer, and read 0.
+ *
+ * Concurrency: a leaf is published with one CAS on its top entry (a loser
+ * unmaps its own leaf); readers depend on the pointer they loaded (address
+ * dependency, as every CPU HAKMEM targets honours), and a fresh leaf reads
+ * zero. Nothing is held across calls, so neither fork, a thread's exit nor
+ * a preempted thread leaves anything half done: at worst one leaf mapping
+ * is lost (unused address space). Entries of a slice are written only by
+ * the thread that owns the slice's segment state (under the segment lock,
+ * or by the huge block's allocator/freer) and are single aligned 16-bit
+ * stores. Bits above 47 of a pointer are ignored, as they always were. */
 #ifndef HAK_REGISTRY_H
 #define HAK_REGISTRY_H
 
 #include "hak_internal.h"
 
-#define HAK_VA_BITS 48
-#define HAK_REG_WORDS ((size_t)1 << (HAK_VA_BITS - HAK_SEG_SHIFT - 6))
+#define HAK_VA_BITS        48
+#define HAK_SLICE_NUM_BITS (HAK_VA_BITS - HAK_SLICE_SHIFT)   /* 32: a slice number fits uint32_t */
+#define HAK_LEAF_BITS      20                                 /* 2^20 slices = 64 GiB per leaf */
+#define HAK_TOP_ENTRIES    ((size_t)1 << (HAK_SLICE_NUM_BITS - HAK_LEAF_BITS))
+/* Entries are bin offsets: bin index * sizeof(hak_bin_t) (checked in front.h). */
+#define HAK_SLICE_MAP_SCALE 16u
 
-extern _Atomic(uint64_t) hak_registry[HAK_REG_WORDS] HAK_HIDDEN;
+typedef uint16_t hak_slice_entry_t;
 
-HAK_INLINE bool registry_has(const void *p) {
-  uintptr_t c = (uintptr_t)p >> HAK_SEG_SHIFT;
-  uint64_t w = atomic_load_explicit(&hak_registry[(c >> 6) & (HAK_REG_WORDS - 1)], memory_order_relaxed);
-  return (w >> (c & 63)) & 1;
-}
+/* Biased leaf addresses (see above), as integers: never dereferenced
+ * without adding a slice number of their range. */
+extern uintptr_t hak_slice_top[HAK_TOP_ENTRIES] HAK_HIDDEN;
 
-void registry_add(const void *chunk) HAK_HIDDEN;
-void registry_remove(const void *chunk) HAK_HIDDEN;
-
-#define HAK_SLICE_MAP_BITS (HAK_VA_BITS - HAK_SLICE_SHIFT)
-
-extern uint8_t *hak_slice_map HAK_HIDDEN;
-extern uintptr_t hak_slice_mask HAK_HIDDEN;
-
-/* The mask must be read before the map pointer: start-up publishes the
- * pointer first, and a reader pairing the new mask with the old one-byte
- * placeholder would read out of bounds. x86 never reorders two loads, so
- * there only the compiler is held back (no instruction); weakly ordered CPUs
- * get an acquire load. */
-HAK_INLINE unsigned slice_map_value(const void *p) {
-#if defined(__x86_64__) || defined(__i386__)
-  uintptr_t idx = ((uintptr_t)p >> HAK_SLICE_SHIFT) & hak_slice_mask;
-  __atomic_signal_fence(__ATOMIC_ACQUIRE);
+/* The bin offset of p's slice (0: not ours). A straight line: two loads. */
+HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
+  uintptr_t slice, top = (uintptr_t)p >> HAK_SLICE_SHIFT;
+#if defined(__x86_64__)
+  /* slice = top's low 32 bits, top = those >> 20: two instructions, where
+   * the C below costs GCC a third (a redundant zero extension). */
+  __asm__("movl %k1, %k0\n\tshrl %2, %k1" : "=&r"(slice), "+r"(top) : "i"(HAK_LEAF_BITS));
 #else
-  uintptr_t idx = ((uintptr_t)p >> HAK_SLICE_SHIFT) & __atomic_load_n(&hak_slice_mask, __ATOMIC_ACQUIRE);
+  slice = (uint32_t)top;
+  top = slice >> HAK_LEAF_BITS;
 #endif
-  return hak_slice_map[idx];
+  uintptr_t leaf = __atomic_load_n(&hak_slice_top[top], __ATOMIC_RELAXED);
+  return *(const hak_slice_entry_t *)(leaf + slice * sizeof(hak_slice_entry_t));
 }
 
-/* Reserve the map (start-up, once). */
-void slice_map_init(void) HAK_HIDDEN;
-/* Record value v (class + 1, HAK_CLASS_NONE + 1, or 0) for n slices from p. */
+/* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
+ * mapping)? */
+HAK_INLINE bool registry_has(const void *p) { return slice_map_bin_offset(p) != 0; }
+
+/* Make sure the leaves covering [p, p + size) exist; false if the OS refused
+ * one (nothing else changed). Call after mapping, before slice_map_set. */
+bool slice_map_reserve(const void *p, size_t size) HAK_HIDDEN;
+/* Record bin index v (class + 1, HAK_CLASS_NONE + 1, or 0 when the memory
+ * stops being ours) for n slices from p. The leaves must exist. */
 void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
 
 #endif

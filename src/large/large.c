@@ -1,10 +1,13 @@
 /* large.c — blocks above 32 KiB.
  *
- * Up to 31 slices (1984 KiB) a large block is a page of its own inside a
+ * Up to 15 slices (960 KiB) a large block is a page of its own inside a
  * segment: no system call, and its slices return to the segment (and its
- * purge policy) on free. Bigger blocks get a 2 MiB-aligned mapping whose first
- * 64 bytes mimic a segment header, so free() routes them with the same single
- * registry test; freed mappings wait in a small bounded cache. Alignments of
+ * purge policy) on free; at least two such blocks share a segment. Bigger
+ * blocks get a mapping of their own, sized in 64 KiB units (as glibc maps
+ * its big blocks by the page: a 1 MiB block costs 1 MiB + 64 KiB of address
+ * space, not a 2 MiB segment) and aligned to 2 MiB, whose first 64 bytes
+ * mimic a segment header, so free() routes them with the same registry
+ * test; freed mappings wait in a small bounded cache. Alignments of
  * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
  * sit on a short list checked only on the foreign-pointer path.
  *
@@ -42,6 +45,14 @@ static overaligned_t *overaligned_list;
 
 /* ---- huge mappings ------------------------------------------------------ */
 
+/* Out of address space (os_reclaim): the huge cache and the empty segments
+ * go back to the OS, so the request that failed can be retried. */
+static bool large_reclaim(void) {
+  bool a = large_trim();
+  bool b = segment_trim();
+  return a || b;
+}
+
 static hak_segment_t *huge_cache_take(size_t map) {
   hak_segment_t *best = NULL;
   int bi = -1;
@@ -78,21 +89,37 @@ static void huge_cache_sweep(void) {
   }
 }
 
+/* Slices of a huge mapping the slice map marks as ours: those of its first
+ * 2 MiB (where its header and block start are) that it covers. */
+static size_t huge_marked(size_t map) {
+  size_t n = map >> HAK_SLICE_SHIFT;
+  return n < HAK_SLICES ? n : HAK_SLICES;
+}
+
 static void huge_unmap(hak_segment_t *s) {
-  registry_remove(s);
-  slice_map_set(s, HAK_SLICES, 0);
+  slice_map_set(s, huge_marked(s->map_size), 0);
   s->magic = 0;
   os_unmap(s, s->map_size);
 }
 
+/* A fresh huge mapping with its leaf of the slice map, or NULL (then nothing
+ * of it stays). */
+static hak_segment_t *huge_map(size_t map) {
+  hak_segment_t *s = os_map_aligned(map, HAK_SEG_SIZE, true);
+  if (s && !slice_map_reserve(s, HAK_SEG_SIZE)) {
+    os_unmap(s, map);
+    s = NULL;
+  }
+  return s;
+}
+
 static void *huge_alloc(size_t size, size_t align, bool zero) {
   size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET;
-  size_t need = off + size;
+  size_t need = off + size + (size == 0); /* the pointer stays inside the mapping */
   if (need < size || need > (SIZE_MAX >> 1)) return NULL;
-  /* Whole 2 MiB units: the untouched tail costs address space only, a plain
-   * mmap then usually comes back aligned (one system call instead of three),
-   * and freed mappings fit later requests more often. */
-  size_t map = align_up(need, HAK_SEG_SIZE);
+  /* 64 KiB units: the slice map marks whole slices, so no other mapping
+   * may share the last one; and a multiple of any page size. */
+  size_t map = align_up(need, HAK_SLICE_SIZE);
   hak_lock(&large_lock);
   hak_segment_t *s = huge_cache_take(map);
   huge_live_blocks++;
@@ -100,8 +127,8 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   hak_unlock(&large_lock);
   bool fresh = s == NULL;
   if (!s) {
-    slice_map_init();
-    s = os_map_aligned(map, HAK_SEG_SIZE, true);
+    s = huge_map(map);
+    if (!s && large_reclaim()) s = huge_map(map); /* out of address space: without the caches */
     if (!s) {
       hak_lock(&large_lock);
       huge_live_blocks--;
@@ -109,8 +136,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
       return NULL;
     }
     s->map_size = map;
-    slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
-    registry_add(s);
+    slice_map_set(s, huge_marked(map), HAK_CLASS_NONE + 1);
   }
   s->kind = HAK_SEG_HUGE;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
@@ -137,7 +163,7 @@ static void huge_free(hak_segment_t *s, void *p) {
   huge_live_bytes -= s->map_size;
   hak_segment_t *evict = NULL;
   size_t budget = hak_config.huge_cache;
-  if (s->map_size <= budget && s->map_size >= HAK_SEG_SIZE) {
+  if (s->map_size <= budget) {
     int slot = -1;
     for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++)
       if (!huge_cache[i]) slot = i;
@@ -149,6 +175,7 @@ static void huge_free(hak_segment_t *s, void *p) {
     }
     s->freed_ms[0] = os_now_ms();
     s->dirty_mask = 1;
+    os_set_reclaim(large_reclaim);
     huge_cache[slot] = s;
     huge_cached_bytes += s->map_size;
     s = NULL;
@@ -180,6 +207,7 @@ static void *overaligned_alloc(size_t size, size_t align, bool zero) {
   if (map < size || size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) return NULL;
   map = align_up(map, ps);
   uint8_t *base = os_map(map);
+  if (!base && large_reclaim()) base = os_map(map);
   if (!base) return NULL;
   uint8_t *p = (uint8_t *)align_up((uintptr_t)base + ps, align);
   overaligned_t *o = (overaligned_t *)(p - sizeof(overaligned_t));
@@ -244,7 +272,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   size_t span = size + slack + (size == 0);
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   hak_page_t *pg = page_cache_alloc(thread_page_cache(), n, HAK_CLASS_NONE);
-  if (!pg) return NULL;
+  if (!pg) return NULL; /* the segments already tried os_reclaim */
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - b);
@@ -276,13 +304,23 @@ size_t large_usable(const void *p) {
   return pg && pg->state == HAK_PAGE_LARGE ? pg->bsize : 0;
 }
 
-/* Resize a huge mapping in place with mremap; false if the kernel cannot. */
+/* Resize a huge mapping in place with mremap; false if the kernel cannot.
+ * Growth goes in 2 MiB units, so a buffer growing by small steps costs one
+ * mremap per 2 MiB; shrinking gives back all but the last 64 KiB unit. The
+ * slices leaving the mapping stop being ours before the kernel can hand
+ * them to anyone else. */
 static bool huge_remap(hak_segment_t *s, size_t size) {
   size_t off = s->map_size - s->huge_size;
   if (off + size < size || off + size > (SIZE_MAX >> 1)) return false;
-  size_t map = align_up(off + size, HAK_SEG_SIZE);
+  size_t map = align_up(off + size, off + size > s->map_size ? HAK_SEG_SIZE : HAK_SLICE_SIZE);
   if (map == s->map_size) return true;
-  if (!os_remap_inplace(s, s->map_size, map)) return false;
+  size_t was = huge_marked(s->map_size), now = huge_marked(map);
+  if (now < was) slice_map_set((uint8_t *)s + (now << HAK_SLICE_SHIFT), was - now, 0);
+  if (!os_remap_inplace(s, s->map_size, map)) {
+    if (now < was) slice_map_set((uint8_t *)s + (now << HAK_SLICE_SHIFT), was - now, HAK_CLASS_NONE + 1);
+    return false;
+  }
+  if (now > was) slice_map_set((uint8_t *)s + (was << HAK_SLICE_SHIFT), now - was, HAK_CLASS_NONE + 1);
   hak_lock(&large_lock);
   huge_live_bytes = huge_live_bytes + map - s->map_size;
   hak_unlock(&large_lock);

@@ -1,6 +1,8 @@
 /* os.c — mmap/munmap/madvise wrappers with accounting. Alignment is obtained
- * by trying a plain mapping first (the kernel often places a new 2 MiB mapping
- * right below the previous one, already aligned) and over-mapping then
+ * by asking first for the aligned spot right below the previous aligned
+ * mapping (where the kernel, which fills the address space top-down, would
+ * look anyway; it takes the hint when the spot is free, and for a 2 MiB
+ * mapping its own choice is often aligned too), and over-mapping then
  * trimming only when that fails. */
 #include "os/os.h"
 #include "stats/stats.h"
@@ -39,14 +41,16 @@ uint32_t os_now_ms(void) {
   return (uint32_t)((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u);
 }
 
-static void *raw_map(size_t size) {
+static void *raw_map_at(void *hint, size_t size) {
   int saved = errno;
-  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   HAK_OS_STAT_INC(HAK_EV_MMAP);
   if (p == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MMAP_FAIL);
   errno = saved;
   return p == MAP_FAILED ? NULL : p;
 }
+
+static void *raw_map(size_t size) { return raw_map_at(NULL, size); }
 
 static void raw_unmap(void *p, size_t size) {
   int saved = errno;
@@ -62,11 +66,19 @@ void *os_map(size_t size) {
   return p;
 }
 
+/* Start of the last aligned mapping: the next one is asked for below it. */
+static _Atomic(uintptr_t) aligned_below;
+
 void *os_map_aligned(size_t size, size_t align, bool try_plain) {
+  size_t span = align_up(size, align);
+  if (span < size) return NULL;
   if (try_plain) {
-    void *p = raw_map(size);
+    uintptr_t below = atomic_load_explicit(&aligned_below, memory_order_relaxed);
+    void *hint = below > span ? (void *)(below - span) : NULL;
+    void *p = raw_map_at(hint, size);
     if (!p) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) {
+      atomic_store_explicit(&aligned_below, (uintptr_t)p, memory_order_relaxed);
       account_map(size);
       return p;
     }
@@ -80,6 +92,7 @@ void *os_map_aligned(size_t size, size_t align, bool try_plain) {
   if (a > q) raw_unmap(q, (size_t)(a - q));
   size_t tail = (size_t)((q + over) - (a + size));
   if (tail) raw_unmap(a + size, tail);
+  atomic_store_explicit(&aligned_below, (uintptr_t)a, memory_order_relaxed);
   account_map(size);
   return a;
 }
@@ -108,4 +121,13 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   if (new_size > old_size) account_map(new_size - old_size);
   else atomic_fetch_sub_explicit(&hak_mapped_bytes, old_size - new_size, memory_order_relaxed);
   return true;
+}
+
+static bool (*_Atomic reclaim_fn)(void);
+
+void os_set_reclaim(bool (*fn)(void)) { atomic_store_explicit(&reclaim_fn, fn, memory_order_relaxed); }
+
+bool os_reclaim(void) {
+  bool (*fn)(void) = atomic_load_explicit(&reclaim_fn, memory_order_relaxed);
+  return fn && fn();
 }

@@ -13,5 +13,9 @@ void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
 size_t os_page_size(void) HAK_HIDDEN;
 uint32_t os_now_ms(void) HAK_HIDDEN;                      /* coarse monotonic clock (vDSO) */
+/* Out of address space: ask the layer above (through a hook it sets, since
+ * imports run upward) to give back what it keeps cached; true if it did. */
+void   os_set_reclaim(bool (*fn)(void)) HAK_HIDDEN;
+bool   os_reclaim(void) HAK_HIDDEN;
 
 #endif

@@ -61,7 +61,7 @@ static const option_def_t options[] = {
   {"HAKMEM_PURGE_DELAY_MS", OPT_COUNT, true, {100, 50, 10}, 0, 60000, "ms", NULL, FIELD(purge_delay_ms),
    "how long freed memory stays resident before it may be purged"},
   {"HAKMEM_HUGE_CACHE", OPT_SIZE, true, {MiB(64), MiB(16), 0}, 0, (long long)1 << 40, "bytes", NULL, FIELD(huge_cache),
-   "bytes of freed huge mappings (blocks above ~2 MiB) kept mapped for reuse; purged after the purge delay"},
+   "bytes of freed huge mappings (blocks above 960 KiB) kept mapped for reuse; purged after the purge delay"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

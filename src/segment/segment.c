@@ -52,9 +52,12 @@ static size_t mask_bytes(uint32_t m) {
 }
 
 static hak_segment_t *segment_map(void) {
-  slice_map_init();
   hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
   if (!s) return NULL;
+  if (!slice_map_reserve(s, HAK_SEG_SIZE)) { /* out of address space: nothing of it stays */
+    os_unmap(s, HAK_SEG_SIZE);
+    return NULL;
+  }
   s->magic = HAK_SEG_MAGIC;
   s->kind = HAK_SEG_SMALL;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
@@ -62,7 +65,6 @@ static hak_segment_t *segment_map(void) {
   s->free_mask = ALL_SLICES;
   s->dirty_mask = 0;
   slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
-  registry_add(s);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
   free_slice_bytes += mask_bytes(ALL_SLICES);
   list_push(s);
@@ -75,7 +77,6 @@ static void segment_unmap(hak_segment_t *s) {
   seg_empty--;
   dirty_bytes -= mask_bytes(s->dirty_mask);
   free_slice_bytes -= mask_bytes(ALL_SLICES);
-  registry_remove(s);
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   os_unmap(s, HAK_SEG_SIZE);
@@ -164,9 +165,7 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   slice_map_set(base, n, cls + 1);
 }
 
-hak_page_t *segment_page_alloc(unsigned n, unsigned cls) { return segment_page_alloc_ex(n, cls, true); }
-
-hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
+static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
   bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_lock(&seg_lock);
   hak_segment_t *s;
@@ -223,6 +222,16 @@ hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
   HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
   return &s->pages[first];
 }
+
+/* Out of address space, the caches above (freed huge mappings) are given
+ * back and the search is made once more, without the lock held meanwhile. */
+hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
+  hak_page_t *pg = page_alloc_once(n, cls, may_map);
+  if (!pg && may_map && os_reclaim()) pg = page_alloc_once(n, cls, may_map);
+  return pg;
+}
+
+hak_page_t *segment_page_alloc(unsigned n, unsigned cls) { return segment_page_alloc_ex(n, cls, true); }
 
 void segment_page_reinit(hak_page_t *pg, unsigned cls) {
   page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
