@@ -392,6 +392,8 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(summary[(w.name, "glibc")]["figure"], 25.0)
         main, _ = report.build_tables([w], allocs, summary)
         self.assertIn("| thread_mem: RSS per idle thread, KiB | 50 | 25 |", main)
+        # its throughput is not the point: no ratio
+        self.assertIn("| n/a |", main.splitlines()[2])
 
     def test_entry_point_lists_every_workload(self):
         import subprocess

@@ -40,6 +40,7 @@ def chart_bound(values, low):
 def chart_comparison(png_path, workloads, allocators, summary, title_suffix=""):
     """Two panels: throughput and peak RSS of HAKMEM relative to each peer (or,
     without HAKMEM, of every allocator relative to glibc)."""
+    workloads = [w for w in workloads if w.compared]
     names = [a.name for a in allocators]
     if "hakmem" in names:
         others = [n for n in names if n != "hakmem"]

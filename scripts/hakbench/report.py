@@ -115,7 +115,10 @@ def build_tables(workloads, allocators, summary):
                 row.append("FAIL" if s["failed"] else "-")
             else:
                 row.append("%s (%s)" % (fmt_mops(s["median"]), fmt_pct(s["cv"])))
-        if has_hak:
+        if has_hak and not w.compared:
+            row += ["n/a"] * (len([r for r in ("mimalloc", "glibc") if r in names])
+                              + (len(peers) > 1))
+        elif has_hak:
             for ref in ("mimalloc", "glibc"):
                 if ref in names:
                     row.append(fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],

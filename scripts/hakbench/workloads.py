@@ -5,9 +5,11 @@ import os
 
 
 class Workload:
-    def __init__(self, name, program, argfn, quick, full, trace, callgrind, desc, figure=None):
+    def __init__(self, name, program, argfn, quick, full, trace, callgrind, desc, figure=None,
+                 compared=True):
         self.name = name
         self.figure = figure        # extra result key reported per allocator, or None
+        self.compared = compared    # throughput ratios and chart (False: the figure is the point)
         self.program = program
         self.argfn = argfn          # n -> list of arguments
         self.quick = quick          # n for the quick timed runs
@@ -102,7 +104,7 @@ WORKLOADS += [
              1, 1, (1, 4), None,
              "64 threads each allocate and free one block of every class 16 B-32 KiB, then "
              "idle: RSS per idle thread",
-             figure=("rss_per_thread_kb", "RSS per idle thread, KiB")),
+             figure=("rss_per_thread_kb", "RSS per idle thread, KiB"), compared=False),
 ]
 
 
