@@ -6,6 +6,7 @@
 #include "front/front.h"
 #include "heap/heap.h"
 #include "large/large.h"
+#include "os/lock.h"
 #include "policy/config.h"
 #include "remote/remote.h"
 #include "segment/segment.h"
@@ -17,7 +18,18 @@
 
 _Atomic(int) hak_init_state;
 
+/* The forking thread holds every lock from here to parent/child, and may
+ * still allocate in between (os/lock.h, "Fork"). Nested runs by the forking
+ * thread do nothing but count: a child that took start-up over (below) may
+ * have registered the handlers a second time. */
+static unsigned fork_depth; /* touched by the fork holder only */
+
 static void atfork_prepare(void) {
+  if (hak_lock_fork_mine()) {
+    fork_depth++;
+    return;
+  }
+  hak_fork_begin();
   heap_atfork_prepare();
   remote_atfork_prepare();
   large_atfork_prepare();
@@ -25,18 +37,32 @@ static void atfork_prepare(void) {
 }
 
 static void atfork_parent(void) {
+  if (fork_depth) {
+    fork_depth--;
+    return;
+  }
   segment_atfork_parent();
   large_atfork_parent();
   remote_atfork_parent();
   heap_atfork_parent();
+  hak_fork_end();
 }
 
 static void atfork_child(void) {
+  if (fork_depth) {
+    fork_depth--;
+    return;
+  }
+  hak_fork_end();
   segment_atfork_child();
   large_atfork_child();
   remote_atfork_child();
   heap_atfork_child();
 }
+
+/* Steps of start-up already done: a child that takes start-up over from a
+ * thread of its parent repeats only the missing ones. */
+static bool seeded, key_made, atfork_registered;
 
 bool hak_init(void) {
   /* Running is recorded as minus the pid of the process running start-up: a
@@ -53,14 +79,21 @@ bool hak_init(void) {
   }
   config_load();
 #if HAK_CHECKS
-  {
+  if (!seeded) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     hak_free_key ^= ((uintptr_t)&expect * 0x9e3779b97f4a7c15u) ^ ((uintptr_t)ts.tv_nsec << 17) ^ (uintptr_t)ts.tv_sec;
+    seeded = true;
   }
 #endif
-  thread_key_init();
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  if (!key_made) {
+    thread_key_init();
+    key_made = true;
+  }
+  if (!atfork_registered) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atfork_registered = true;
+  }
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
   return true;
 }

@@ -216,12 +216,12 @@ void heap_flush_all(hak_tls_t *t) {
  * stop waiting for signals that can no longer come; and the surviving
  * thread's heap and the shared heap collect the pages whose signal was lost. */
 void heap_atfork_prepare(void) {
-  hak_lock(&shared_lock);
-  hak_lock(&pool_lock);
+  hak_lock_fork(&shared_lock);
+  hak_lock_fork(&pool_lock);
 }
 void heap_atfork_parent(void) {
-  hak_unlock(&pool_lock);
-  hak_unlock(&shared_lock);
+  hak_unlock_fork(&pool_lock);
+  hak_unlock_fork(&shared_lock);
 }
 void heap_atfork_child(void) {
   hak_lock_reset(&pool_lock);

@@ -365,6 +365,6 @@ void large_counts(size_t *blocks, size_t *bytes) {
   hak_unlock(&large_lock);
 }
 
-void large_atfork_prepare(void) { hak_lock(&large_lock); }
-void large_atfork_parent(void) { hak_unlock(&large_lock); }
+void large_atfork_prepare(void) { hak_lock_fork(&large_lock); }
+void large_atfork_parent(void) { hak_unlock_fork(&large_lock); }
 void large_atfork_child(void) { hak_lock_reset(&large_lock); }

@@ -1,6 +1,10 @@
-/* lock.c — the observe build's list of process-wide locks, for the
- * acquisition counts in the statistics report (see lock.h). */
+/* lock.c — who holds the locks for a fork, and the observe build's list of
+ * process-wide locks, for the acquisition counts in the statistics report
+ * (see lock.h). */
 #include "os/lock.h"
+
+_Atomic(const void *) hak_fork_holder;
+__thread char hak_lock_self;
 
 #if HAK_OBSERVE
 _Atomic(hak_lock_t *) hak_lock_list;
@@ -15,6 +19,4 @@ void hak_lock_enlist(hak_lock_t *l) {
   } while (!atomic_compare_exchange_weak_explicit(&hak_lock_list, &top, l, memory_order_release,
                                                   memory_order_relaxed));
 }
-#else
-typedef int hak_lock_c_is_empty_outside_observe; /* ISO C: no empty translation unit */
 #endif

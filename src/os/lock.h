@@ -11,7 +11,19 @@
  * A lock joins the report's list on its first acquisition, with one CAS onto
  * a push-only list (never unlinked, so a fork or a preempted pusher leaves it
  * consistent: a lock is either linked or is linked by its next acquisition).
- * Fast and standard builds keep the lock a bare int: the name is dropped. */
+ * Fast and standard builds keep the lock a bare int: the name is dropped.
+ *
+ * Fork. The prepare handler takes every process-wide lock (hak_lock_fork)
+ * and the parent handler releases them (hak_unlock_fork); the child resets
+ * them. Prepare handlers run in reverse order of registration, so those of a
+ * library that registered before HAKMEM run after HAKMEM's, while every lock
+ * is held, and may allocate. The thread that forks therefore goes through
+ * its own fork-held locks: a lock taken for fork holds the value 2, and
+ * hak_fork_holder names the forking thread from its prepare handler to its
+ * parent/child handler; while it is 2 no other thread is inside, so the
+ * holder enters and leaves without touching it (hak_unlock leaves a 2
+ * alone). Other threads wait, as for any held lock; a second thread forking
+ * at the same time waits in hak_fork_begin, holding no lock of HAKMEM's. */
 #ifndef HAK_LOCK_H
 #define HAK_LOCK_H
 
@@ -45,11 +57,21 @@ HAK_INLINE void cpu_relax(void) {
 #endif
 }
 
+/* The forking thread, between HAKMEM's prepare and parent/child handlers;
+ * threads are told apart by the address of a thread-local byte. */
+#define HAK_LOCK_FORK 2
+extern _Atomic(const void *) hak_fork_holder HAK_HIDDEN;
+extern __thread char hak_lock_self HAK_HIDDEN;
+HAK_INLINE bool hak_lock_fork_mine(void) {
+  return atomic_load_explicit(&hak_fork_holder, memory_order_relaxed) == &hak_lock_self;
+}
+
 HAK_INLINE void hak_lock(hak_lock_t *l) {
   for (unsigned spins = 0;; spins++) {
-    if (atomic_load_explicit(&l->v, memory_order_relaxed) == 0 &&
-        !atomic_exchange_explicit(&l->v, 1, memory_order_acquire))
+    int v = atomic_load_explicit(&l->v, memory_order_relaxed);
+    if (v == 0 && atomic_compare_exchange_weak_explicit(&l->v, &v, 1, memory_order_acquire, memory_order_relaxed))
       break;
+    if (v == HAK_LOCK_FORK && hak_lock_fork_mine()) return; /* held for our own fork */
     if (spins < 64) cpu_relax();
     else sched_yield();
   }
@@ -59,7 +81,35 @@ HAK_INLINE void hak_lock(hak_lock_t *l) {
 #endif
 }
 
-HAK_INLINE void hak_unlock(hak_lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_release); }
+HAK_INLINE void hak_unlock(hak_lock_t *l) {
+  if (atomic_load_explicit(&l->v, memory_order_relaxed) == HAK_LOCK_FORK) return; /* the holder passing through */
+  atomic_store_explicit(&l->v, 0, memory_order_release);
+}
 HAK_INLINE void hak_lock_reset(hak_lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_relaxed); }
+
+/* fork: prepare, parent. Only between hak_fork_begin and hak_fork_end. */
+HAK_INLINE void hak_lock_fork(hak_lock_t *l) {
+  for (unsigned spins = 0;; spins++) {
+    int v = 0;
+    if (atomic_compare_exchange_weak_explicit(&l->v, &v, HAK_LOCK_FORK, memory_order_acquire, memory_order_relaxed))
+      return;
+    if (spins < 64) cpu_relax();
+    else sched_yield();
+  }
+}
+HAK_INLINE void hak_unlock_fork(hak_lock_t *l) { atomic_store_explicit(&l->v, 0, memory_order_release); }
+/* glibc runs prepare handlers without a lock of its own, so two threads may
+ * fork at once: the second waits here until the first is through. */
+HAK_INLINE void hak_fork_begin(void) {
+  for (unsigned spins = 0;; spins++) {
+    const void *none = NULL;
+    if (atomic_compare_exchange_weak_explicit(&hak_fork_holder, &none, &hak_lock_self, memory_order_acquire,
+                                              memory_order_relaxed))
+      return;
+    if (spins < 64) cpu_relax();
+    else sched_yield();
+  }
+}
+HAK_INLINE void hak_fork_end(void) { atomic_store_explicit(&hak_fork_holder, NULL, memory_order_release); }
 
 #endif

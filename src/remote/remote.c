@@ -139,6 +139,6 @@ bool adopt_this_page(hak_page_t *p) {
   return ok;
 }
 
-void remote_atfork_prepare(void) { hak_lock(&abandoned_lock); }
-void remote_atfork_parent(void) { hak_unlock(&abandoned_lock); }
+void remote_atfork_prepare(void) { hak_lock_fork(&abandoned_lock); }
+void remote_atfork_parent(void) { hak_unlock_fork(&abandoned_lock); }
 void remote_atfork_child(void) { hak_lock_reset(&abandoned_lock); }

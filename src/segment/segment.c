@@ -289,6 +289,6 @@ bool segment_trim(void) {
 size_t segment_free_bytes(void) { return free_slice_bytes + page_cache_bytes(); }
 size_t segment_dirty_bytes(void) { return dirty_bytes; }
 
-void segment_atfork_prepare(void) { hak_lock(&seg_lock); }
-void segment_atfork_parent(void) { hak_unlock(&seg_lock); }
+void segment_atfork_prepare(void) { hak_lock_fork(&seg_lock); }
+void segment_atfork_parent(void) { hak_unlock_fork(&seg_lock); }
 void segment_atfork_child(void) { hak_lock_reset(&seg_lock); }
