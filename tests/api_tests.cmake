@@ -23,3 +23,27 @@ target_include_directories(test_stats PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(test_stats PRIVATE hakmem Threads::Threads)
 add_test(NAME test_stats COMMAND test_stats)
 set_tests_properties(test_stats PROPERTIES TIMEOUT 60 FAIL_REGULAR_EXPRESSION "${HAK_FAIL_REGEX}")
+
+# Huge pages: each HAKMEM_THP setting and HAKMEM_HUGE_PAGES=1 (with the
+# kernel's hugetlb pool as it is: empty means every segment falls back).
+add_executable(test_hugepage test_hugepage.c)
+target_compile_options(test_hugepage PRIVATE ${HAK_TEST_COPTS})
+target_include_directories(test_hugepage PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(test_hugepage PRIVATE hakmem Threads::Threads)
+foreach(setting "HAKMEM_THP=system" "HAKMEM_THP=never" "HAKMEM_THP=auto" "HAKMEM_THP=always" "HAKMEM_HUGE_PAGES=1")
+  string(REGEX REPLACE "^HAKMEM_" "" tag "${setting}")
+  string(REPLACE "=" "_" tag "${tag}")
+  string(TOLOWER "${tag}" tag)
+  add_test(NAME test_hugepage_${tag} COMMAND test_hugepage)
+  set_tests_properties(test_hugepage_${tag} PROPERTIES ENVIRONMENT "${setting}" TIMEOUT 60
+    FAIL_REGULAR_EXPRESSION "${HAK_FAIL_REGEX}")
+endforeach()
+
+# Named mappings and scripts/hakmem-smaps.py (names: skipped, 77, where the
+# kernel cannot name anonymous mappings).
+add_executable(smaps_target smaps_target.c)
+target_compile_options(smaps_target PRIVATE ${HAK_TEST_COPTS})
+target_link_libraries(smaps_target PRIVATE hakmem)
+add_test(NAME test_smaps_script COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_smaps.py script $<TARGET_FILE:smaps_target>)
+add_test(NAME test_vma_names COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_smaps.py names $<TARGET_FILE:smaps_target>)
+set_tests_properties(test_smaps_script test_vma_names PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)

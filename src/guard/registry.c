@@ -1,6 +1,7 @@
 /* registry.c — the two-level slice map behind registry_has() and free()'s
  * fast path (protocol in registry.h). */
 #include "guard/registry.h"
+#include "os/os.h"
 
 #include <errno.h>
 #include <sys/mman.h>
@@ -31,6 +32,7 @@ static bool leaf_ensure(size_t top) {
   void *m = mmap(NULL, LEAF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   errno = saved;
   if (m == MAP_FAILED) return false;
+  os_name(m, LEAF_BYTES, "hakmem-slicemap");
   uintptr_t biased = (uintptr_t)m - BIAS(top);
   if (!__atomic_compare_exchange_n(&hak_slice_top[top], &expect, biased, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
     munmap(m, LEAF_BYTES); /* another thread mapped it first */

@@ -15,7 +15,7 @@
 _Atomic(size_t) hak_mapped_bytes;
 _Atomic(size_t) hak_mapped_peak;
 
-static void account_map(size_t n) {
+void os_account_map(size_t n) {
   size_t now = atomic_fetch_add_explicit(&hak_mapped_bytes, n, memory_order_relaxed) + n;
   size_t peak = atomic_load_explicit(&hak_mapped_peak, memory_order_relaxed);
   while (now > peak &&
@@ -60,16 +60,20 @@ static void raw_unmap(void *p, size_t size) {
   errno = saved;
 }
 
+/* Small mappings are heap records; big ones, blocks of their own. */
 void *os_map(size_t size) {
   void *p = raw_map(size);
-  if (p) account_map(size);
+  if (p) {
+    os_account_map(size);
+    os_name(p, size, size >= HAK_SEG_SIZE ? "hakmem-huge" : "hakmem-meta");
+  }
   return p;
 }
 
 /* Start of the last aligned mapping: the next one is asked for below it. */
 static _Atomic(uintptr_t) aligned_below;
 
-void *os_map_aligned(size_t size, size_t align, bool try_plain) {
+void *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) {
   size_t span = align_up(size, align);
   if (span < size) return NULL;
   if (try_plain) {
@@ -79,7 +83,7 @@ void *os_map_aligned(size_t size, size_t align, bool try_plain) {
     if (!p) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) {
       atomic_store_explicit(&aligned_below, (uintptr_t)p, memory_order_relaxed);
-      account_map(size);
+      os_account_map(size);
       return p;
     }
     raw_unmap(p, size);
@@ -93,8 +97,15 @@ void *os_map_aligned(size_t size, size_t align, bool try_plain) {
   size_t tail = (size_t)((q + over) - (a + size));
   if (tail) raw_unmap(a + size, tail);
   atomic_store_explicit(&aligned_below, (uintptr_t)a, memory_order_relaxed);
-  account_map(size);
+  os_account_map(size);
   return a;
+}
+
+/* Outside segments (os_map_segment), aligned mappings are huge blocks. */
+void *os_map_aligned(size_t size, size_t align, bool try_plain) {
+  void *p = os_map_aligned_unnamed(size, align, try_plain);
+  if (p) os_name(p, size, "hakmem-huge");
+  return p;
 }
 
 void os_unmap(void *p, size_t size) {
@@ -118,7 +129,7 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   if (q == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MREMAP_FAIL);
   errno = saved;
   if (q == MAP_FAILED) return false;
-  if (new_size > old_size) account_map(new_size - old_size);
+  if (new_size > old_size) os_account_map(new_size - old_size);
   else atomic_fetch_sub_explicit(&hak_mapped_bytes, old_size - new_size, memory_order_relaxed);
   return true;
 }

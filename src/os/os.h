@@ -1,4 +1,7 @@
-/* os.h — the only place HAKMEM asks the kernel for memory. */
+/* os.h — the only place HAKMEM asks the kernel for memory. Every mapping is
+ * named in /proc/PID/maps where the kernel allows it: hakmem-segment,
+ * hakmem-huge (blocks with a mapping of their own), hakmem-meta (heap
+ * records), hakmem-slicemap (the slice map's leaves). */
 #ifndef HAK_OS_H
 #define HAK_OS_H
 
@@ -8,11 +11,21 @@ void  *os_map(size_t size) HAK_HIDDEN;                    /* page-granular, zero
 /* try_plain: first try an ordinary mapping (often aligned already when size is
  * a multiple of align); otherwise over-map and trim. */
 void  *os_map_aligned(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
+void  *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
 void   os_unmap(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
 size_t os_page_size(void) HAK_HIDDEN;
 uint32_t os_now_ms(void) HAK_HIDDEN;                      /* coarse monotonic clock (vDSO) */
+void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping made outside os_map* */
+
+/* hugepage.c: a 2 MiB segment, aligned, named, on huge pages as configured
+ * (HAKMEM_HUGE_PAGES, HAKMEM_THP); and the hook that advises THP once a
+ * segment is dense (HAKMEM_THP=auto). Both run under the segment lock. */
+void  *os_map_segment(void) HAK_HIDDEN;
+void   os_segment_in_use(void *seg, unsigned used_slices) HAK_HIDDEN;
+/* Name a mapping in /proc/PID/maps ("[anon:NAME]"); ignored where the kernel cannot. */
+void   os_name(void *p, size_t size, const char *name) HAK_HIDDEN;
 /* Out of address space: ask the layer above (through a hook it sets, since
  * imports run upward) to give back what it keeps cached; true if it did. */
 void   os_set_reclaim(bool (*fn)(void)) HAK_HIDDEN;

@@ -42,6 +42,7 @@ typedef struct option_def {
 
 static const char *const profile_names[] = {"speed", "balanced", "lean", NULL};
 static const char *const stats_names[] = {"off", "text", "json", NULL};
+static const char *const thp_names[] = {"system", "never", "auto", "always", NULL};
 
 static const option_def_t options[] = {
   {"HAKMEM_PROFILE", OPT_ENUM, false, {0, 0, 0}, 0, 2, "speed|balanced|lean", profile_names, FIELD(profile),
@@ -62,6 +63,10 @@ static const option_def_t options[] = {
    "how long freed memory stays resident before it may be purged"},
   {"HAKMEM_HUGE_CACHE", OPT_SIZE, true, {MiB(64), MiB(16), 0}, 0, (long long)1 << 40, "bytes", NULL, FIELD(huge_cache),
    "bytes of freed huge mappings (blocks above 960 KiB) kept mapped for reuse; purged after the purge delay"},
+  {"HAKMEM_THP", OPT_ENUM, false, {0, 0, 0}, 0, 3, "system|never|auto|always", thp_names, FIELD(thp),
+   "transparent huge pages for segments: system (kernel setting), never (MADV_NOHUGEPAGE), auto (MADV_HUGEPAGE once a segment is 3/4 in use), always (MADV_HUGEPAGE on every segment)"},
+  {"HAKMEM_HUGE_PAGES", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(huge_pages),
+   "1: map segments on explicit 2 MiB pages (MAP_HUGETLB), falling back silently to normal pages"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

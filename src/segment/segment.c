@@ -52,7 +52,7 @@ static size_t mask_bytes(uint32_t m) {
 }
 
 static hak_segment_t *segment_map(void) {
-  hak_segment_t *s = os_map_aligned(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
+  hak_segment_t *s = os_map_segment();
   if (!s) return NULL;
   if (!slice_map_reserve(s, HAK_SEG_SIZE)) { /* out of address space: nothing of it stays */
     os_unmap(s, HAK_SEG_SIZE);
@@ -213,6 +213,7 @@ static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   if (s->free_mask == ALL_SLICES) seg_empty--;
   s->free_mask &= ~run;
+  os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
   free_slice_bytes -= mask_bytes(run);
   dirty_bytes -= mask_bytes(s->dirty_mask & run);
   s->dirty_mask &= ~run;

@@ -1,0 +1,109 @@
+/* hugepage.c — how segments meet the kernel beyond plain mmap: explicit
+ * 2 MiB pages (HAKMEM_HUGE_PAGES=1), transparent huge pages (HAKMEM_THP),
+ * and names for HAKMEM's mappings in /proc/PID/maps (PR_SET_VMA_ANON_NAME).
+ *
+ * HAKMEM_HUGE_PAGES=1 maps each segment with MAP_HUGETLB (2 MiB pages from
+ * the kernel's hugetlb pool, vm.nr_hugepages); when the pool is empty or the
+ * kernel refuses, the segment gets normal pages instead, silently, and
+ * os.hugetlb_fallback counts it. A hugetlb segment is resident whole and is
+ * never purged in part (the kernel refuses MADV_DONTNEED on less than a huge
+ * page): its memory goes back when the segment is unmapped.
+ *
+ * HAKMEM_THP: "always" advises MADV_HUGEPAGE on every segment when it is
+ * mapped, "never" MADV_NOHUGEPAGE, "auto" MADV_HUGEPAGE once 3/4 of a
+ * segment's slices hold pages (a sparse segment would otherwise become
+ * resident whole at its first touch); "system" (the default) leaves the
+ * kernel's setting alone. Each segment is advised at most once (a flag in
+ * its header). */
+#include "os/os.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+#ifndef PR_SET_VMA
+#define PR_SET_VMA 0x53564d41
+#endif
+#ifndef PR_SET_VMA_ANON_NAME
+#define PR_SET_VMA_ANON_NAME 0
+#endif
+#ifndef MAP_HUGETLB
+#define MAP_HUGETLB 0x40000
+#endif
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MAP_HUGE_2MB
+#define MAP_HUGE_2MB (21 << MAP_HUGE_SHIFT)
+#endif
+#ifndef MADV_HUGEPAGE
+#define MADV_HUGEPAGE 14
+#endif
+#ifndef MADV_NOHUGEPAGE
+#define MADV_NOHUGEPAGE 15
+#endif
+
+#define THP_DENSE_SLICES (HAK_SLICES * 3 / 4)
+
+/* Set once the kernel said it cannot name mappings (EINVAL: no
+ * CONFIG_ANON_VMA_NAME, or a kernel older than 5.17): stop asking. */
+static _Atomic(int) names_refused;
+
+void os_name(void *p, size_t size, const char *name) {
+  if (atomic_load_explicit(&names_refused, memory_order_relaxed)) return;
+  int saved = errno;
+  int rc = prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, (unsigned long)p, (unsigned long)size, (unsigned long)name);
+  HAK_OS_STAT_INC(HAK_EV_NAME);
+  if (rc != 0) {
+    HAK_OS_STAT_INC(HAK_EV_NAME_FAIL);
+    if (errno == EINVAL) atomic_store_explicit(&names_refused, 1, memory_order_relaxed);
+  }
+  errno = saved;
+}
+
+static void thp_advise(void *p, size_t size, int advice) {
+  int saved = errno;
+  int rc = madvise(p, size, advice);
+  HAK_OS_STAT_INC(HAK_EV_THP_ADVISE);
+  if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MADVISE_FAIL);
+  errno = saved;
+}
+
+void *os_map_segment(void) {
+  hak_segment_t *s = NULL;
+  if (hak_config.huge_pages) {
+    int saved = errno;
+    void *p = mmap(NULL, HAK_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_HUGE_2MB,
+                   -1, 0);
+    errno = saved;
+    HAK_OS_STAT_INC(HAK_EV_MMAP);
+    if (p != MAP_FAILED && ((uintptr_t)p & HAK_SEG_MASK) == 0) {
+      HAK_OS_STAT_INC(HAK_EV_HUGETLB);
+      os_account_map(HAK_SEG_SIZE);
+      s = p;
+      s->_r[0] = 1; /* huge already: no THP advice */
+      os_name(s, HAK_SEG_SIZE, "hakmem-segment");
+      return s;
+    }
+    if (p != MAP_FAILED) munmap(p, HAK_SEG_SIZE); /* cannot happen: hugetlb mappings are aligned */
+    HAK_OS_STAT_INC(HAK_EV_HUGETLB_FALLBACK);
+  }
+  s = os_map_aligned_unnamed(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
+  if (!s) return NULL;
+  os_name(s, HAK_SEG_SIZE, "hakmem-segment");
+  switch (hak_config.thp) {
+    case HAK_THP_ALWAYS: thp_advise(s, HAK_SEG_SIZE, MADV_HUGEPAGE); s->_r[0] = 1; break;
+    case HAK_THP_NEVER: thp_advise(s, HAK_SEG_SIZE, MADV_NOHUGEPAGE); s->_r[0] = 1; break;
+    default: break;
+  }
+  return s;
+}
+
+void os_segment_in_use(void *seg, unsigned used_slices) {
+  hak_segment_t *s = seg;
+  if (hak_config.thp != HAK_THP_AUTO || s->_r[0] || used_slices < THP_DENSE_SLICES) return;
+  s->_r[0] = 1;
+  thp_advise(s, HAK_SEG_SIZE, MADV_HUGEPAGE);
+}
