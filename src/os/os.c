@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <errno.h>
+#include <stdlib.h>
 
 _Atomic(size_t) hak_mapped_bytes;
 _Atomic(size_t) hak_mapped_peak;
@@ -24,7 +25,7 @@ void os_account_map(size_t n) {
 }
 
 /* Threads may race to fill the cache; they store the same value, atomically. */
-size_t os_page_size(void) {
+static size_t kernel_page_size(void) {
   static _Atomic(size_t) cached;
   size_t ps = atomic_load_explicit(&cached, memory_order_relaxed);
   if (HAK_UNLIKELY(ps == 0)) {
@@ -35,6 +36,28 @@ size_t os_page_size(void) {
   return ps;
 }
 
+/* HAK_TEST_PAGE_SIZE (a test build, -DHAKMEM_TEST_PAGE_SIZE=65536) makes
+ * HAKMEM believe the page is that big, as on a 64 KiB-page aarch64 kernel:
+ * every mapping it gets starts on such a page, and any munmap, madvise or
+ * mremap that the real kernel would refuse there aborts with a message. */
+#ifdef HAK_TEST_PAGE_SIZE
+_Static_assert((HAK_TEST_PAGE_SIZE & (HAK_TEST_PAGE_SIZE - 1)) == 0, "a page size is a power of two");
+size_t os_page_size(void) { return HAK_TEST_PAGE_SIZE; }
+
+static void need_page_aligned(const char *call, const void *p, size_t size) {
+  if (((uintptr_t)p | size) & (HAK_TEST_PAGE_SIZE - 1)) {
+    static const char msg[] = "hakmem: a system call on memory not aligned to the (simulated) page size\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    (void)call;
+    abort();
+  }
+}
+#else
+size_t os_page_size(void) { return kernel_page_size(); }
+#define need_page_aligned(call, p, size) ((void)0)
+#endif
+
 uint32_t os_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -43,7 +66,20 @@ uint32_t os_now_ms(void) {
 
 static void *raw_map_at(void *hint, size_t size) {
   int saved = errno;
+#ifdef HAK_TEST_PAGE_SIZE
+  /* Start on a simulated page: over-map by what the kernel's pages lack. */
+  size_t extra = HAK_TEST_PAGE_SIZE > kernel_page_size() ? HAK_TEST_PAGE_SIZE - kernel_page_size() : 0;
+  uint8_t *q = mmap(hint, size + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = q;
+  if (q != MAP_FAILED && extra) {
+    uint8_t *a = (uint8_t *)align_up((uintptr_t)q, HAK_TEST_PAGE_SIZE);
+    if (a > q) munmap(q, (size_t)(a - q));
+    if (q + extra > a) munmap(a + size, (size_t)(q + extra - a));
+    p = a;
+  }
+#else
   void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+#endif
   HAK_OS_STAT_INC(HAK_EV_MMAP);
   if (p == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MMAP_FAIL);
   errno = saved;
@@ -53,6 +89,7 @@ static void *raw_map_at(void *hint, size_t size) {
 static void *raw_map(size_t size) { return raw_map_at(NULL, size); }
 
 static void raw_unmap(void *p, size_t size) {
+  need_page_aligned("munmap", p, size);
   int saved = errno;
   int rc = munmap(p, size);
   HAK_OS_STAT_INC(HAK_EV_MUNMAP);
@@ -114,6 +151,7 @@ void os_unmap(void *p, size_t size) {
 }
 
 void os_purge(void *p, size_t size) {
+  need_page_aligned("madvise", p, size);
   int saved = errno;
   int rc = madvise(p, size, MADV_DONTNEED);
   errno = saved;
@@ -123,6 +161,8 @@ void os_purge(void *p, size_t size) {
 }
 
 bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
+  need_page_aligned("mremap", p, old_size);
+  need_page_aligned("mremap", p, new_size);
   int saved = errno;
   void *q = mremap(p, old_size, new_size, 0);
   HAK_OS_STAT_INC(HAK_EV_MREMAP);

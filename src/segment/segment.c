@@ -93,9 +93,15 @@ static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
   return m ? __builtin_ctz(m) : -1;
 }
 
-/* Purge the free dirty slices of s idle for at least min_age ms, in runs. */
+/* Purge the free dirty slices of s idle for at least min_age ms, in runs.
+ * Slice 0's blocks start after the 8 KiB header; where a page is bigger
+ * (16 or 64 KiB pages on aarch64) the header shares slice 0's first page
+ * with them, madvise cannot drop them apart from it, and slice 0 is never
+ * purged: it stays counted as dirty while free, so the books never claim
+ * memory went back that did not. */
 static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
   uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
+  if (os_page_size() > HAK_SEG_HDR_SIZE) d &= ~1u;
   while (d) {
     unsigned i = (unsigned)__builtin_ctz(d);
     d &= d - 1;
