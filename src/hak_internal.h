@@ -78,6 +78,9 @@ typedef struct hak_page {
   /* On the abandoned list: read and written only under its lock (state is
    * the owner's, and a new owner writes it without that lock). */
   uint8_t   on_abandoned;
+  /* Fresh from its segment with every byte known to read zero (its slices
+   * untouched or purged since): calloc of a large block skips the memset. */
+  uint8_t   known_zero;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
 } hak_page_t;
 

@@ -125,7 +125,7 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   huge_live_blocks++;
   huge_cache_sweep();
   hak_unlock(&large_lock);
-  bool fresh = s == NULL;
+  bool fresh = s == NULL, purged = s && s->dirty_mask == 0;
   if (!s) {
     s = huge_map(map);
     if (!s && large_reclaim()) s = huge_map(map); /* out of address space: without the caches */
@@ -146,7 +146,14 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   huge_live_bytes += s->map_size;
   hak_unlock(&large_lock);
   uint8_t *p = (uint8_t *)s + off;
-  if (zero && !fresh) memset(p, 0, size);
+  if (zero && !fresh) {
+    /* A cached mapping purged since (dirty_mask 0) reads zero beyond its
+     * first page, which holds the header and is never purged. */
+    uint8_t *first_page_end = (uint8_t *)s + os_page_size();
+    size_t head = p < first_page_end ? (size_t)(first_page_end - p) : 0;
+    if (purged && size > head) size = head;
+    memset(p, 0, size);
+  }
   HAK_STAT_INC(HAK_EV_HUGE_ALLOC);
   return p;
 }
@@ -273,11 +280,12 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   hak_page_t *pg = page_cache_alloc(thread_page_cache(), n, HAK_CLASS_NONE);
   if (!pg) return NULL; /* the segments already tried os_reclaim */
+  bool known_zero = pg->known_zero;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - b);
   pg->used = 1;
-  if (zero) memset(b, 0, size);
+  if (zero && !known_zero) memset(b, 0, size);
   HAK_STAT_INC(HAK_EV_LARGE_ALLOC);
   return b;
 }

@@ -217,6 +217,8 @@ static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
     HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
   }
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  /* A free slice that is not dirty was never touched, or purged since. */
+  bool zero = (s->dirty_mask & run) == 0;
   if (s->free_mask == ALL_SLICES) seg_empty--;
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
@@ -225,6 +227,7 @@ static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
   s->dirty_mask &= ~run;
   if (s->free_mask == 0) list_remove(s);
   page_init(s, (unsigned)first, n, cls);
+  s->pages[first].known_zero = zero;
   hak_unlock(&seg_lock);
   HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
   return &s->pages[first];
