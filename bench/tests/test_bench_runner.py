@@ -418,6 +418,17 @@ class ReportTest(unittest.TestCase):
                              os.path.join(d, "libsnmallocshim.so"))
             self.assertIsNone(allocators.find_optional_peer("rpmalloc", [d]))
 
+    def test_extra_libraries(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "libhakmem.so"), "w").close()
+            a, = allocators.extra_allocators(["before=" + d])
+            self.assertEqual((a.name, a.preload, a.extra),
+                             ("before", os.path.join(os.path.abspath(d), "libhakmem.so"), True))
+            for bad in ("before", "=x", "mimalloc=" + d, "x=/nonexistent.so"):
+                with self.assertRaises(SystemExit):
+                    allocators.extra_allocators([bad])
+
     def test_best_peer_ratio_column(self):
         w = workloads.WORKLOADS[0]
         allocs = [allocators.Allocator(n, None if n == "glibc" else "/%s.so" % n)

@@ -38,12 +38,13 @@ DEBIAN_PEERS = tuple(p[0] for p in PEERS)
 
 
 class Allocator:
-    def __init__(self, name, preload=None, env=None, package=None, note=None):
+    def __init__(self, name, preload=None, env=None, package=None, note=None, extra=False):
         self.name = name
         self.preload = preload      # path to LD_PRELOAD, None for the C library
         self.env = dict(env or {})  # extra environment (A/B settings)
         self.package = package
         self.note = note            # what it is, when no Debian package says so
+        self.extra = extra          # given with --lib: not a peer (no best-peer ratio)
 
     def environment(self, base=None):
         env = dict(os.environ if base is None else base)
@@ -165,3 +166,21 @@ def discover_allocators(build_dir, wanted, log):
                     % (name, " or ".join(peers_dir_candidates()) or "no directory",
                        PEERS_DIR_ENV))
     return found
+
+
+def extra_allocators(specs):
+    """Allocators given as NAME=PATH on the command line (--lib), e.g. an
+    older HAKMEM build to compare with; PATH may be a build directory."""
+    out = []
+    for spec in specs or ():
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit("--lib wants NAME=PATH, got %r" % spec)
+        if name in ALL_ALLOCATORS:
+            raise SystemExit("--lib %s: the name is taken by a standard allocator" % name)
+        if os.path.isdir(path):
+            path = os.path.join(path, "libhakmem.so")
+        if not os.path.isfile(path):
+            raise SystemExit("--lib %s: %s not found" % (name, path))
+        out.append(Allocator(name, os.path.abspath(path), note="given with --lib", extra=True))
+    return out

@@ -55,6 +55,9 @@ def main(argv=None):
     p.add_argument("--runs", type=int, help="runs per allocator (default 7, --full 11, --ab 10)")
     p.add_argument("--workloads", help="comma-separated workloads (see --list)")
     p.add_argument("--allocators", help="comma-separated subset of " + ",".join(ALL_ALLOCATORS))
+    p.add_argument("--lib", action="append", metavar="NAME=PATH",
+                   help="comparison and --instructions: also measure this library (or build "
+                        "directory's libhakmem.so) as NAME, e.g. an older build; repeatable")
     p.add_argument("--peers-dir", metavar="DIR",
                    help="directory of the optional peers (libmimalloc3.so, libsnmallocshim.so, "
                         "librpmalloc.so); default $HAKMEM_PEERS_DIR, else ../shared/peers "

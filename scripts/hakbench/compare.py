@@ -5,7 +5,8 @@ import os
 import shutil
 import time
 
-from .allocators import OPTIONAL_PEERS, discover_allocators, peers_dir_candidates
+from .allocators import (
+    OPTIONAL_PEERS, discover_allocators, extra_allocators, peers_dir_candidates)
 from .chart import chart_comparison
 from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
 from .locks import LOCKS_TITLE, lock_table, measure_locks, observe_build
@@ -65,7 +66,7 @@ def checksum_notes(workloads, allocators, summary):
 def do_compare(args):
     build_dir = args.build_dir
     wanted = set(args.allocators.split(",")) if args.allocators else None
-    allocators = discover_allocators(build_dir, wanted, log)
+    allocators = discover_allocators(build_dir, wanted, log) + extra_allocators(args.lib)
     notes = []
     missing = [p for p in ("mimalloc", "jemalloc", "tcmalloc")
                if (not wanted or p in wanted) and p not in [a.name for a in allocators]]
@@ -208,6 +209,8 @@ def reproduce_command(args):
         parts += ["--allocators", args.allocators]
     if getattr(args, "with_locks", False):
         parts.append("--with-locks")
+    for spec in getattr(args, "lib", None) or ():
+        parts += ["--lib", spec]
     cmd = " ".join(parts)
     if parts[3] == "build-fast" and len(parts) == 4:
         return "make bench   # = %s" % cmd

@@ -7,7 +7,7 @@ import datetime
 import os
 import shutil
 
-from .allocators import discover_allocators
+from .allocators import discover_allocators, extra_allocators
 from .common import INSTALL_HINT, RESULTS_DIR, log
 from .parse import ParseError
 from .report import machine_line, markdown_table, write_csv
@@ -54,7 +54,7 @@ def do_instructions(args):
         raise SystemExit("valgrind not found: install it with %s" % INSTALL_HINT)
     build_dir = args.build_dir
     wanted = set(args.allocators.split(",")) if args.allocators else None
-    allocators = discover_allocators(build_dir, wanted, log)
+    allocators = discover_allocators(build_dir, wanted, log) + extra_allocators(args.lib)
     notes = []
     note = probe_hakmem(build_dir, allocators)
     if note:

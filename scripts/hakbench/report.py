@@ -98,7 +98,7 @@ def build_tables(workloads, allocators, summary):
     names = [a.name for a in allocators]
     has_hak = "hakmem" in names
     header = ["workload"] + ["%s Mops/s (CV)" % n for n in names]
-    peers = [n for n in names if n not in ("hakmem", "glibc")]
+    peers = [a.name for a in allocators if a.name not in ("hakmem", "glibc") and not a.extra]
     if has_hak:
         for ref in ("mimalloc", "glibc"):
             if ref in names:
