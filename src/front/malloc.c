@@ -28,13 +28,20 @@ HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
 #if HAK_CHECKS
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
 
+/* Freed before and not handed out since: in the thread's cache, or (a class
+ * whose cache is small or empty sends blocks straight back) on its page. */
+static bool freed_already(hak_bin_t *b, void *p) {
+  for (uint32_t i = 0; i < b->count; i++)
+    if (b->slots[i] == p) return true;
+  return heap_block_on_page(hak_tls.heap, p);
+}
+
 HAK_NOINLINE void free_suspect(void *p) {
   hak_bin_t *b = bin_of_block(p);
-  for (uint32_t i = 0; i < b->count; i++)
-    if (b->slots[i] == p) {
-      report_bad("free", "double free", p);
-      return;
-    }
+  if (freed_already(b, p)) {
+    report_bad("free", "double free", p);
+    return;
+  }
   /* User data that happened to equal the key: an ordinary free. */
   ((uintptr_t *)p)[1] = hak_free_key;
   if (b->count < b->cap) b->slots[b->count++] = p;
@@ -54,8 +61,20 @@ HAK_NOINLINE void *alloc_large_slow(size_t n) {
 HAK_NOINLINE void free_slow(void *p) {
   if (HAK_LIKELY(registry_has(p))) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
-    if (cls == HAK_CLASS_NONE) large_free(p);
-    else heap_flush_free(&hak_tls, cls, p);
+    if (cls == HAK_CLASS_NONE) {
+      large_free(p);
+      return;
+    }
+#if HAK_CHECKS
+    /* The block may go straight back to its page (a class cache of cap 0),
+     * where the fast path's check cannot see it: stamp and check here too. */
+    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key) && freed_already(bin_of(&hak_tls, cls), p)) {
+      report_bad("free", "double free", p);
+      return;
+    }
+    ((uintptr_t *)p)[1] = hak_free_key;
+#endif
+    heap_flush_free(&hak_tls, cls, p);
     return;
   }
   if (!p) return;

@@ -127,6 +127,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
 }
 
 void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
+  if (h->collects[p->cls] < UINT16_MAX) h->collects[p->cls]++;
   splice_remote(p, false);
   if (p->state == HAK_PAGE_FULL && page_has_free(p)) page_to_avail(h, p);
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
@@ -220,6 +221,14 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   }
   busy_end(h);
   HAK_STAT_INC(HAK_EV_FLUSH);
+}
+
+bool heap_block_on_page(hak_heap_t *h, void *p) {
+  hak_page_t *pg = page_of(p);
+  if (!h || atomic_load_explicit(&pg->owner, memory_order_relaxed) != h) return false;
+  for (void *b = pg->free; b; b = *(void **)b)
+    if (b == p) return true;
+  return false;
 }
 
 /* A page of a heap that is going away: back to its segment if empty, else

@@ -19,9 +19,6 @@ typedef struct hak_bin {
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
 
-/* Cache size of a class the thread has only freed into, never allocated from. */
-#define HAK_FREE_ONLY_CAP 16
-
 /* bins[v] is indexed by the slice map's value v (see guard/registry.h):
  * v == 0 (not a small block of ours, or not known yet) and v ==
  * HAK_CLASS_NONE + 1 (large) are sentinels with cap 0, so those pointers miss
@@ -50,6 +47,18 @@ struct hak_heap {
   uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
   void      **slot_store;               /* backing store of the bins' slots */
   hak_page_cache_t pcache;              /* empty pages (and freed large blocks) for reuse */
+  /* Cache sizing (heap/tcache.c), all owner-only and on the cold side. */
+  size_t      cap_bytes;                /* sum over classes of cap * class size: <= budget */
+  uint32_t    tick;                     /* cold events (refills, flushes) of this thread */
+  uint32_t    next_step;                /* tick of the learner's next step */
+  uint32_t    last_use[HAK_NCLASSES];   /* tick of the class's last cold event */
+  uint16_t    refills[HAK_NCLASSES];    /* learner counters since its last step */
+  uint16_t    flushes[HAK_NCLASSES];
+  uint16_t    collects[HAK_NCLASSES];   /* pages of the class that brought remote frees */
+  uint8_t     heat[HAK_NCLASSES];       /* cold events since the cap last changed */
+  uint16_t    seen_count[HAK_NCLASSES]; /* the cache as last seen on the cold side: */
+  void       *seen_top[HAK_NCLASSES];   /*   unchanged since means likely untouched */
+  uint8_t     idle_steps[HAK_NCLASSES]; /* learner steps in a row without an event */
 };
 
 /* The calling thread's page cache, NULL if it has no live heap. */
@@ -62,6 +71,9 @@ HAK_INLINE hak_page_cache_t *thread_page_cache(void) {
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) HAK_HIDDEN;
 /* Give blocks back to their pages: local pages directly, others remotely. */
 void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
+/* p sits on the local free list of its page, and h owns that page (a block
+ * freed before: the double-free check of builds with checks). */
+bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
 void heap_collect_remote(hak_heap_t *h) HAK_HIDDEN;
 /* The owner-side half of a page receiving its remote frees. */
@@ -80,6 +92,23 @@ bool heap_reap(hak_heap_t *h, bool lost) HAK_HIDDEN;
 /* After fork, in the child: a live heap whose pages may have lost signals
  * (their senders were other threads): collect every queued page. */
 void heap_repair_after_fork(hak_heap_t *h) HAK_HIDDEN;
+
+/* Cache sizing (heap/tcache.c): every class cap of a thread starts small and
+ * grows on the class's cold events, all caps together within a byte budget. */
+void tcache_init(hak_tls_t *t, hak_heap_t *h) HAK_HIDDEN;
+/* A refill (count was 0) or flush (count was cap) of the class: may change caps. */
+void tcache_cold_event(hak_tls_t *t, unsigned cls, bool refill) HAK_HIDDEN;
+/* Remember the cache as it is now (after a refill or flush), to tell later
+ * whether the fast paths have touched it since. */
+HAK_INLINE void tcache_seen(hak_tls_t *t, unsigned c) {
+  hak_bin_t *b = bin_of(t, c);
+  t->heap->seen_count[c] = (uint16_t)b->count;
+  t->heap->seen_top[c] = b->count ? b->slots[b->count - 1] : NULL;
+}
+/* Publish the thread's caps to the statistics (thread exit). */
+void tcache_publish(hak_tls_t *t) HAK_HIDDEN;
+/* Bytes of blocks in the calling thread's caches (tests and diagnosis). */
+size_t heap_thread_cached_bytes(void) HAK_HIDDEN;
 
 /* Thread side (heap/thread.c). */
 bool  thread_heap_init(hak_tls_t *t) HAK_HIDDEN;      /* false: use the shared heap */

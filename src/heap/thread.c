@@ -107,6 +107,7 @@ static void thread_exit(void *arg) {
   hak_tls_t *t = &hak_tls;
   if (t->state != HAK_THREAD_LIVE) return;
   hak_heap_t *h = t->heap;
+  tcache_publish(t);
   heap_flush_all(t);
   /* From here on this thread allocates from the shared heap and frees
    * remotely: other TLS destructors may still run after this one. */
@@ -129,13 +130,12 @@ bool thread_heap_init(hak_tls_t *t) {
     hak_bin_t *b = bin_of(t, c);
     b->slots = slot;
     b->count = 0;
-    /* Full size only once the thread allocates from the class (first
-     * refill): a thread that only frees, a consumer, holds little. */
-    b->cap = hak_config.tcache_cap[c] < HAK_FREE_ONLY_CAP ? hak_config.tcache_cap[c] : HAK_FREE_ONLY_CAP;
     slot += hak_config.tcache_slots[c];
-    h->batch[c] = (uint16_t)(hak_config.tcache_cap[c] / 2 < 4 ? (hak_config.tcache_cap[c] / 2 ? hak_config.tcache_cap[c] / 2 : 1) : 4);
+    h->batch[c] = 4;
     h->allocates[c] = 0; /* a recycled heap starts afresh */
   }
+  /* Caps start small; heap/tcache.c grows them as classes are used. */
+  tcache_init(t, h);
   t->heap = h;
   t->state = HAK_THREAD_LIVE;
   /* May allocate (for high key numbers); the heap is live, so that works. */
@@ -158,16 +158,18 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
   hak_bin_t *b = bin_of(t, cls);
   if (b->count) return b->slots[--b->count];
   void *p;
-  b->cap = hak_config.tcache_cap[cls];
+  tcache_cold_event(t, cls, true);
   if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
   /* Slow start: a thread that needs few blocks of a class carves (and at
    * exit writes to) few; one that keeps refilling gets half a cache each time. */
   hak_heap_t *h = t->heap;
-  unsigned want = h->batch[cls];
-  if (want < b->cap / 2) h->batch[cls] = (uint16_t)(2 * want < b->cap / 2 ? 2 * want : b->cap / 2);
+  unsigned half = b->cap / 2 ? b->cap / 2 : 1;
+  unsigned want = h->batch[cls] < half ? h->batch[cls] : half;
+  if (h->batch[cls] < half) h->batch[cls] = (uint16_t)(2 * h->batch[cls] < half ? 2 * h->batch[cls] : half);
   unsigned n = heap_take(h, cls, b->slots, want);
   if (!n) return NULL;
   b->count = n - 1;
+  tcache_seen(t, cls);
   return b->slots[n - 1];
 }
 
@@ -179,8 +181,10 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
     return;
   }
   hak_bin_t *b = bin_of(t, cls);
-  if (b->count < b->cap) { /* the heap was just created */
+  if (b->count >= b->cap) tcache_cold_event(t, cls, false);
+  if (b->count < b->cap) { /* the heap was just created, or the cap grew */
     b->slots[b->count++] = p;
+    tcache_seen(t, cls);
     return;
   }
   if (HAK_UNLIKELY(b->cap == 0)) {
@@ -193,6 +197,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   memmove(b->slots, b->slots + k, (size_t)(b->count - k) * sizeof(void *));
   b->count -= k;
   b->slots[b->count++] = p;
+  tcache_seen(t, cls);
   HAK_CSTAT_INC(cls, HAK_CS_FLUSH);
 }
 

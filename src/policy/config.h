@@ -20,6 +20,8 @@ typedef struct hak_config {
   int      huge_pages;     /* HAKMEM_HUGE_PAGES: segments on explicit 2 MiB pages */
   uint32_t tcache_bytes;   /* HAKMEM_TCACHE_BYTES: bytes one class cache aims to hold */
   uint32_t tcache_max;     /* HAKMEM_TCACHE_MAX: most blocks one class cache holds */
+  size_t   tcache_budget;  /* HAKMEM_TCACHE_BUDGET: bytes all class caches of a thread hold together */
+  bool     tcache_learn;   /* HAKMEM_TCACHE_LEARN: periodic step that shrinks idle class caches */
   uint32_t segment_cache;  /* HAKMEM_SEGMENT_CACHE: empty segments kept mapped */
   size_t   dirty_max;      /* HAKMEM_DIRTY_MAX: free but resident bytes kept before purging */
   uint32_t purge_delay_ms; /* HAKMEM_PURGE_DELAY_MS: how long freed memory stays resident */
@@ -30,6 +32,9 @@ typedef struct hak_config {
   /* ... and the slots a heap reserves per class, fixed at start-up: a cache
    * may shrink below and grow back up to this, never beyond. */
   uint16_t tcache_slots[HAK_NCLASSES + 1];
+  /* ... and a class cache's capacity in a new thread (heap/tcache.c grows it
+   * from there, up to tcache_cap). */
+  uint16_t tcache_start[HAK_NCLASSES + 1];
 } hak_config_t;
 
 extern hak_config_t hak_config HAK_HIDDEN;

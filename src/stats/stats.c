@@ -222,6 +222,9 @@ static void put(int fd, const char *s) {
   }
 }
 
+_Atomic(uint32_t) hak_cap_max[HAK_NCLASSES];
+_Atomic(uint32_t) hak_cap_last[HAK_NCLASSES];
+
 void stats_print_text(int fd) {
   hak_stats_t st;
   stats_gather(&st, true);
@@ -243,17 +246,20 @@ void stats_print_text(int fd) {
     put(fd, line);
   }
   if (st.valid & HAK_STATS_HAVE_EVENTS) {
-    put(fd, "  class    size      refill       flush        taken     returned         live   alloc_fast    free_fast\n");
+    /* cap_max, cap_last: the class cache sizes heap/tcache.c chose. */
+    put(fd, "  class    size      refill       flush        taken     returned         live   alloc_fast    free_fast  cap_max cap_last\n");
     for (int k = 0; k < HAK_NCLASSES; k++) {
       const hak_stats_class_t *r = &st.classes[k];
       if (!(r->refills | r->flushes | r->blocks_taken | r->blocks_returned | r->blocks_live | r->cache_alloc_hits |
             r->cache_free_hits))
         continue;
-      snprintf(line, sizeof line, "  %5d %7llu %11llu %11llu %12llu %12llu %12llu %12llu %12llu\n", k,
+      snprintf(line, sizeof line, "  %5d %7llu %11llu %11llu %12llu %12llu %12llu %12llu %12llu %8u %8u\n", k,
                (unsigned long long)r->block_size, (unsigned long long)r->refills, (unsigned long long)r->flushes,
                (unsigned long long)r->blocks_taken, (unsigned long long)r->blocks_returned,
                (unsigned long long)r->blocks_live, (unsigned long long)r->cache_alloc_hits,
-               (unsigned long long)r->cache_free_hits);
+               (unsigned long long)r->cache_free_hits,
+               atomic_load_explicit(&hak_cap_max[k], memory_order_relaxed),
+               atomic_load_explicit(&hak_cap_last[k], memory_order_relaxed));
       put(fd, line);
     }
   }

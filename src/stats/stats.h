@@ -38,11 +38,22 @@ extern hak_counters_t hak_stats HAK_HIDDEN;
 extern _Atomic(size_t) hak_mapped_bytes HAK_HIDDEN;
 extern _Atomic(size_t) hak_mapped_peak HAK_HIDDEN;
 
+/* Class cache caps heap/tcache.c chose: the largest any thread reached, and
+ * the last a thread published (learner step, thread exit). Text report only. */
+extern _Atomic(uint32_t) hak_cap_max[HAK_NCLASSES] HAK_HIDDEN;
+extern _Atomic(uint32_t) hak_cap_last[HAK_NCLASSES] HAK_HIDDEN;
+
 #if HAK_STATS
+#define HAK_STAT_MAX(var, v) do { \
+    uint32_t o_ = atomic_load_explicit(&(var), memory_order_relaxed); \
+    while (o_ < (uint32_t)(v) && !atomic_compare_exchange_weak_explicit(&(var), &o_, (uint32_t)(v), \
+                                                                     memory_order_relaxed, memory_order_relaxed)) {} \
+  } while (0)
 #define HAK_STAT_ADD(e, n) atomic_fetch_add_explicit(&hak_stats.ev[(e)], (uint64_t)(n), memory_order_relaxed)
 #define HAK_CSTAT_INC(c, e) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], 1, memory_order_relaxed)
 #define HAK_CSTAT_ADD(c, e, n) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], (uint64_t)(n), memory_order_relaxed)
 #else
+#define HAK_STAT_MAX(var, v) ((void)0)
 #define HAK_CSTAT_ADD(c, e, n) ((void)0)
 #define HAK_STAT_ADD(e, n) ((void)0)
 #define HAK_CSTAT_INC(c, e) ((void)0)

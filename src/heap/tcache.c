@@ -1,0 +1,171 @@
+/* tcache.c — how many blocks each class cache of a thread may hold (its cap).
+ *
+ * The fast paths compare a cache's count with its cap and nothing else; every
+ * decision here runs on the cold side, at a refill (count was 0) or a flush
+ * (count was cap), so malloc and free pay nothing for it.
+ *
+ * - Start small: a new thread's class caches hold HAK_TCACHE_START_BYTES each
+ *   (none for classes above that size), so a thread that touches a class once
+ *   or twice keeps next to nothing of it.
+ * - Grow on demand: a class that goes to the cold side HAK_GROW_EVENTS times
+ *   without its cap changing doubles its cap (0 -> 1 -> 2 -> 4 ...), up to the
+ *   class maximum (config: tcache_cap).
+ * - One budget per thread: the caps of all classes together, in bytes
+ *   (cap * class size), stay within hak_config.tcache_budget. A class that
+ *   wants to grow past it takes room from the least recently used idle
+ *   classes (their caps halve and blocks beyond the new cap go back to their
+ *   pages); if none is idle, it does not grow, so busy classes never take
+ *   turns evicting each other.
+ * - Idle, seen from the cold side only: a class with no cold event for
+ *   HAK_STEAL_AGE events of the thread whose cache has the same count and the
+ *   same top block as when last looked at. A class in use without cold
+ *   events (its cache absorbs its traffic) changes both almost surely; a
+ *   miss costs it at worst a few refills before it grows back.
+ * - The learner (hak_config.tcache_learn): every HAK_LEARN_PERIOD cold events
+ *   of the thread, from per-class counters (refills, flushes, remote
+ *   collects), it doubles the caps of classes that refilled or flushed often
+ *   in the period, and halves those of classes idle for two periods in a row
+ *   (down to their starting size), giving their room back to the budget. The
+ *   caps it leaves are the thread's snapshot; HAKMEM_STATS=1 reports them.
+ *
+ * Since cached bytes <= sum of cap * size <= budget at every moment, the
+ * budget bounds what a thread holds, idle or not. */
+#include "heap/heap.h"
+#include "heap/size_class.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#include <string.h>
+
+#define HAK_GROW_EVENTS  3     /* cold events of a class before its cap doubles */
+#define HAK_STEAL_AGE    64    /* a class idle this many cold events may be shrunk */
+#define HAK_LEARN_PERIOD 256   /* cold events between learner steps */
+#define HAK_LEARN_HOT    16    /* events in one period that make a class hot */
+
+void tcache_init(hak_tls_t *t, hak_heap_t *h) {
+  h->cap_bytes = 0;
+  h->tick = 0;
+  h->next_step = HAK_LEARN_PERIOD;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_bin_t *b = bin_of(t, c);
+    uint32_t start = hak_config.tcache_start[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
+    b->cap = start < max ? start : max;
+    h->cap_bytes += (size_t)b->cap * hak_class_size[c];
+    h->last_use[c] = 0;
+    h->refills[c] = h->flushes[c] = h->collects[c] = 0;
+    h->heat[c] = 0;
+    h->idle_steps[c] = 0;
+    h->seen_count[c] = 0;
+    h->seen_top[c] = NULL;
+  }
+}
+
+static bool class_untouched(hak_tls_t *t, unsigned c) {
+  hak_bin_t *b = bin_of(t, c);
+  return b->count == t->heap->seen_count[c] && (b->count ? b->slots[b->count - 1] : NULL) == t->heap->seen_top[c];
+}
+
+/* Lower a class's cap, sending the oldest blocks beyond it back to their pages. */
+static void class_shrink(hak_tls_t *t, unsigned c, uint32_t cap) {
+  hak_bin_t *b = bin_of(t, c);
+  if (cap >= b->cap) return;
+  if (b->count > cap) {
+    unsigned k = b->count - cap;
+    heap_return_blocks(t->heap, b->slots, k);
+    memmove(b->slots, b->slots + k, (size_t)cap * sizeof(void *));
+    b->count = cap;
+  }
+  t->heap->cap_bytes -= (size_t)(b->cap - cap) * hak_class_size[c];
+  b->cap = cap;
+  t->heap->heat[c] = 0;
+}
+
+/* Make `need` bytes of room in the budget by shrinking classes idle for
+ * HAK_STEAL_AGE events, least recently used first. */
+static void make_room(hak_tls_t *t, unsigned except, size_t need) {
+  hak_heap_t *h = t->heap;
+  size_t budget = __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED);
+  for (int rounds = 0; rounds < 16 && h->cap_bytes + need > budget; rounds++) {
+    unsigned victim = HAK_NCLASSES;
+    uint32_t oldest = h->tick - HAK_STEAL_AGE;
+    if (h->tick < HAK_STEAL_AGE) return;
+    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+      if (c == except || bin_of(t, c)->cap == 0) continue;
+      if (h->last_use[c] <= oldest && class_untouched(t, c)) { oldest = h->last_use[c]; victim = c; }
+    }
+    if (victim == HAK_NCLASSES) return;
+    class_shrink(t, victim, bin_of(t, victim)->cap / 2);
+  }
+}
+
+static void class_grow(hak_tls_t *t, unsigned c) {
+  hak_heap_t *h = t->heap;
+  hak_bin_t *b = bin_of(t, c);
+  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = b->cap;
+  if (cap >= max) return;
+  uint32_t want = cap ? 2 * cap : 1;
+  if (want > max) want = max;
+  size_t size = hak_class_size[c], budget = __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED);
+  if (h->cap_bytes + (want - cap) * size > budget) {
+    make_room(t, c, (want - cap) * size);
+    size_t room = budget > h->cap_bytes ? budget - h->cap_bytes : 0;
+    if (room < (want - cap) * size) want = cap + (uint32_t)(room / size);
+    if (want <= cap) return;
+  }
+  h->cap_bytes += (want - cap) * size;
+  b->cap = want;
+  h->heat[c] = 0;
+  HAK_STAT_MAX(hak_cap_max[c], want);
+}
+
+static void learner_step(hak_tls_t *t) {
+  hak_heap_t *h = t->heap;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    unsigned events = (unsigned)h->refills[c] + h->flushes[c];
+    if (events + h->collects[c] == 0 && class_untouched(t, c)) {
+      if (h->idle_steps[c] < 255) h->idle_steps[c]++;
+      uint32_t cap = bin_of(t, c)->cap, start = hak_config.tcache_start[c];
+      if (h->idle_steps[c] >= 2 && cap > start) class_shrink(t, c, cap / 2 > start ? cap / 2 : start);
+    } else {
+      h->idle_steps[c] = 0;
+      if (events >= HAK_LEARN_HOT) class_grow(t, c);
+    }
+    h->refills[c] = h->flushes[c] = h->collects[c] = 0;
+    tcache_seen(t, c);
+  }
+  tcache_publish(t);
+}
+
+void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
+  hak_heap_t *h = t->heap;
+  h->tick++;
+  h->last_use[c] = h->tick;
+  if (refill) { if (h->refills[c] < UINT16_MAX) h->refills[c]++; }
+  else if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
+  /* hak_option_set may have lowered the class maximum or the budget. */
+  hak_bin_t *b = bin_of(t, c);
+  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
+  if (b->cap > max) class_shrink(t, c, max);
+  if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, b->cap / 2);
+  if (++h->heat[c] >= HAK_GROW_EVENTS) class_grow(t, c);
+  if (__atomic_load_n(&hak_config.tcache_learn, __ATOMIC_RELAXED) && h->tick >= h->next_step) {
+    h->next_step = h->tick + HAK_LEARN_PERIOD;
+    learner_step(t);
+  }
+}
+
+void tcache_publish(hak_tls_t *t) {
+  (void)t;
+#if HAK_STATS
+  for (unsigned c = 0; c < HAK_NCLASSES; c++)
+    atomic_store_explicit(&hak_cap_last[c], bin_of(t, c)->cap, memory_order_relaxed);
+#endif
+}
+
+size_t heap_thread_cached_bytes(void) {
+  hak_tls_t *t = &hak_tls;
+  size_t n = 0;
+  if (t->state != HAK_THREAD_LIVE) return 0;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) n += (size_t)bin_of(t, c)->count * hak_class_size[c];
+  return n;
+}
