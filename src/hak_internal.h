@@ -75,13 +75,20 @@ typedef struct hak_page {
    * is queued on its owner's remote-page stack (see remote/remote.c). */
   _Atomic(uintptr_t)    remote;
   uint32_t  first_slice;
-  /* On the abandoned list: read and written only under its lock (state is
-   * the owner's, and a new owner writes it without that lock). */
-  uint8_t   on_abandoned;
+  /* 1 while abandoned and not yet claimed: an adopter claims the page by
+   * clearing it with a CAS (remote/remote.c; state is the owner's, and a new
+   * owner writes it without any lock). */
+  _Atomic(uint8_t) on_abandoned;
   /* Fresh from its segment with every byte known to read zero (its slices
    * untouched or purged since): calloc of a large block skips the memset. */
   uint8_t   known_zero;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
+  /* Abandoned-stack entry: link, and 1 while an entry for this record is on
+   * a stack or held by a taker. An entry can outlive the page's abandonment
+   * (stale), so page_init keeps these two and segments are not unmapped
+   * while one is set. */
+  struct hak_page *anext;
+  _Atomic(uint8_t) alisted;
 } hak_page_t;
 
 _Static_assert(sizeof(hak_page_t) <= 128, "page records stay small");

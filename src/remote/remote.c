@@ -44,16 +44,43 @@
  * marks its heap busy around every change to its page lists): such a heap is
  * left as it is, its pages kept by nobody (remote frees into them are pushed
  * onto a stack nobody pops: memory lost to the child, never corrupted). The
- * blocks in the vanished threads' caches are lost to the child either way. */
+ * blocks in the vanished threads' caches are lost to the child either way.
+ *
+ * Abandoned pages, without a lock. Abandoning a page stores owner = NULL,
+ * then on_abandoned = 1, then pushes an entry for it (link page->anext) on
+ * its class's stack with one CAS, unless the record's alisted flag says an
+ * entry is already out. A page is claimed, by exactly one thread, with a CAS
+ * of on_abandoned from 1 to 0: by a thread freeing a block into it
+ * (adopt_this_page, which leaves the entry behind, stale) or by a refill
+ * (adopt_page). adopt_page takes the whole stack with one exchange, walks it
+ * oldest first, and for each entry clears alisted and then tries the claim;
+ * stale entries are dropped, and the entries after the one claimed go back
+ * with one CAS. A page claimed from a stale entry of another class is still
+ * adopted (heap_page_adopted files it under its own class). Taking the whole
+ * stack means no taker reads the link of an entry another thread holds: no
+ * ABA. Clearing alisted before the claim means a page abandoned again while
+ * its old entry is being taken is either claimed by that taker or pushed
+ * anew: none is lost from the stacks. A stale entry can outlive its page, so
+ * page_init keeps anext and alisted, and a segment is not unmapped while an
+ * entry points into it or a taker is at work (hak_abandoned_takers, counted
+ * around the take: an unmap is skipped, never waited for).
+ *  - A preempted taker holds its chain: the stack looks empty meanwhile, and
+ *    refills cut new pages instead; a page in the chain is still claimed by
+ *    a thread freeing into it. Segments stay mapped until it is done.
+ *  - Thread exit: abandoning is the last thing a dying heap does with a page.
+ *  - Fork: the stacks are consistent at every instant (single CASes). A taker
+ *    that vanished held its chain privately: in the child those pages are on
+ *    no stack (adopted only by a thread freeing into them) and their segments
+ *    stay mapped; the takers count is reset. */
 #include "remote/remote.h"
 #include "heap/heap.h"
 #include "os/lock.h"
+#include "segment/segment.h"
 #include "stats/stats.h"
 
-/* Per class, oldest first: the oldest abandoned pages are the likeliest to
- * have had their blocks freed since. */
-static hak_lock_t abandoned_lock = HAK_LOCK_NAMED("abandoned");
-static struct { hak_page_t *head, *tail; } abandoned[HAK_NCLASSES];
+/* Abandoned pages, per class of the page when abandoned: lock-free stacks
+ * linked through page->anext (see the opening comment). */
+static _Atomic(hak_page_t *) abandoned[HAK_NCLASSES];
 
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
@@ -93,52 +120,75 @@ bool remote_fence(hak_page_t *page) {
   return atomic_fetch_or_explicit(&page->remote, HAK_REMOTE_QUEUED, memory_order_acq_rel) & HAK_REMOTE_QUEUED;
 }
 
+static void push_chain(unsigned c, hak_page_t *first, hak_page_t *last) {
+  hak_page_t *top = atomic_load_explicit(&abandoned[c], memory_order_relaxed);
+  do {
+    last->anext = top;
+  } while (!atomic_compare_exchange_weak_explicit(&abandoned[c], &top, first, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
 void abandon_page(hak_page_t *page) {
-  atomic_store_explicit(&page->owner, NULL, memory_order_release);
-  unsigned c = page->cls;
-  hak_lock(&abandoned_lock);
   page->state = HAK_PAGE_ABANDONED;
-  page->on_abandoned = 1;
-  page->next = NULL;
-  page->prev = abandoned[c].tail;
-  /* head is written atomically: adopt_page peeks at it without the lock */
-  if (abandoned[c].tail) abandoned[c].tail->next = page; else __atomic_store_n(&abandoned[c].head, page, __ATOMIC_RELAXED);
-  abandoned[c].tail = page;
-  hak_unlock(&abandoned_lock);
+  atomic_store_explicit(&page->owner, NULL, memory_order_release);
+  atomic_store(&page->on_abandoned, 1);
+  /* One entry per record at most: if one is still there (stale, or held by
+   * a taker that has not yet cleared its flag), it will find the page. */
+  if (!atomic_exchange(&page->alisted, 1)) push_chain(page->cls, page, page);
   HAK_STAT_INC(HAK_EV_ABANDON);
 }
 
-static void unlink_abandoned(hak_page_t *p) {
-  unsigned c = p->cls;
-  if (p->prev) p->prev->next = p->next; else __atomic_store_n(&abandoned[c].head, p->next, __ATOMIC_RELAXED);
-  if (p->next) p->next->prev = p->prev; else abandoned[c].tail = p->prev;
-  p->next = p->prev = NULL;
-  p->on_abandoned = 0;
-  p->state = HAK_PAGE_FREE; /* the adopter sets its own list state */
-}
-
 hak_page_t *adopt_page(unsigned cls) {
-  if (!__atomic_load_n(&abandoned[cls].head, __ATOMIC_RELAXED)) return NULL; /* cheap peek */
-  hak_lock(&abandoned_lock);
-  hak_page_t *p = abandoned[cls].head;
-  if (p) unlink_abandoned(p);
-  hak_unlock(&abandoned_lock);
-  if (p) HAK_STAT_INC(HAK_EV_ADOPT);
-  return p;
+  if (!atomic_load_explicit(&abandoned[cls], memory_order_relaxed)) return NULL; /* no write to an empty stack */
+  atomic_fetch_add(&hak_abandoned_takers, 1);
+  hak_page_t *chain = atomic_exchange_explicit(&abandoned[cls], NULL, memory_order_acquire);
+  /* Reverse: the stack is newest first, and the oldest pages are the
+   * likeliest to have had their blocks freed since. */
+  hak_page_t *old = NULL;
+  while (chain) {
+    hak_page_t *next = chain->anext;
+    chain->anext = old;
+    old = chain;
+    chain = next;
+  }
+  hak_page_t *got = NULL;
+  while (old && !got) {
+    hak_page_t *p = old;
+    old = p->anext;
+    atomic_store(&p->alisted, 0);                   /* entry gone ... */
+    uint8_t one = 1;
+    if (atomic_compare_exchange_strong(&p->on_abandoned, &one, 0)) got = p; /* ... then claim */
+    /* else stale: claimed by a freeing thread (adopt_this_page) meanwhile */
+  }
+  if (old) { /* the rest back, newest on top again */
+    hak_page_t *first = NULL, *last = old;
+    while (old) {
+      hak_page_t *next = old->anext;
+      old->anext = first;
+      first = old;
+      old = next;
+    }
+    push_chain(cls, first, last);
+  }
+  atomic_fetch_sub(&hak_abandoned_takers, 1);
+  if (got) {
+    got->state = HAK_PAGE_FREE; /* the adopter sets its own list state */
+    HAK_STAT_INC(HAK_EV_ADOPT);
+  }
+  return got;
 }
 
 bool adopt_this_page(hak_page_t *p) {
-  bool ok = false;
-  hak_lock(&abandoned_lock);
-  if (p->on_abandoned) {
-    unlink_abandoned(p);
-    ok = true;
-  }
-  hak_unlock(&abandoned_lock);
-  if (ok) HAK_STAT_INC(HAK_EV_ADOPT);
-  return ok;
+  uint8_t one = 1;
+  if (!atomic_compare_exchange_strong(&p->on_abandoned, &one, 0)) return false;
+  p->state = HAK_PAGE_FREE;
+  HAK_STAT_INC(HAK_EV_ADOPT);
+  return true;
 }
 
-void remote_atfork_prepare(void) { hak_lock_fork(&abandoned_lock); }
-void remote_atfork_parent(void) { hak_unlock_fork(&abandoned_lock); }
-void remote_atfork_child(void) { hak_lock_reset(&abandoned_lock); }
+/* Nothing to lock: every change is one CAS. A taker that vanished in the fork
+ * held its chain privately: those pages are off the stacks in the child
+ * (still adopted by a thread freeing into them), and its count is dropped. */
+void remote_atfork_prepare(void) {}
+void remote_atfork_parent(void) {}
+void remote_atfork_child(void) { atomic_store(&hak_abandoned_takers, 0); }

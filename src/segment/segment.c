@@ -72,6 +72,17 @@ static hak_segment_t *segment_map(void) {
   return s;
 }
 
+_Atomic(unsigned) hak_abandoned_takers;
+
+/* No abandoned-stack entry points into s and no taker is at work: nothing
+ * can read its page records after it is gone. The entries are checked first:
+ * a taker clears an entry's flag only after announcing itself. */
+static bool segment_unmap_safe(hak_segment_t *s) {
+  for (unsigned i = 0; i < HAK_SLICES; i++)
+    if (atomic_load(&s->pages[i].alisted)) return false;
+  return atomic_load(&hak_abandoned_takers) == 0;
+}
+
 static void segment_unmap(hak_segment_t *s) {
   list_remove(s);
   seg_empty--;
@@ -149,7 +160,7 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   uint8_t *start = first == 0 ? (uint8_t *)s + HAK_SEG_HDR_SIZE : base;
   uint8_t *end = base + (size_t)n * HAK_SLICE_SIZE;
-  memset(pg, 0, sizeof *pg);
+  memset(pg, 0, offsetof(hak_page_t, anext)); /* a stale abandoned entry may point here */
   pg->start = pg->bump = start;
   pg->end = end;
   pg->cls = (uint16_t)cls;
@@ -278,7 +289,7 @@ void segment_page_free(hak_page_t *pg) {
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
   if (s->free_mask == ALL_SLICES) {
     seg_empty++;
-    if (seg_empty > hak_config.segment_cache) segment_unmap(s);
+    if (seg_empty > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(s);
   }
   purge_policy();
   hak_unlock(&seg_lock);
@@ -289,7 +300,7 @@ bool segment_trim(void) {
   hak_lock(&seg_lock);
   for (hak_segment_t *s = seg_head, *next; s; s = next) {
     next = s->next;
-    if (s->free_mask == ALL_SLICES) { segment_unmap(s); any = true; }
+    if (s->free_mask == ALL_SLICES && segment_unmap_safe(s)) { segment_unmap(s); any = true; }
   }
   if (dirty_bytes) { purge_sweep(os_now_ms(), 0); any = true; }
   hak_unlock(&seg_lock);

@@ -24,6 +24,11 @@ size_t segment_free_bytes(void) HAK_HIDDEN;
 /* Of those, bytes still resident (freed but not yet purged). */
 size_t segment_dirty_bytes(void) HAK_HIDDEN;
 
+/* Threads taking entries off the abandoned stacks (remote/remote.c): while
+ * one is, it may read any page record it found there, so no segment is
+ * unmapped (skipped, never waited for). */
+extern _Atomic(unsigned) hak_abandoned_takers HAK_HIDDEN;
+
 void segment_atfork_prepare(void) HAK_HIDDEN;
 void segment_atfork_parent(void) HAK_HIDDEN;
 void segment_atfork_child(void) HAK_HIDDEN;
