@@ -3,9 +3,10 @@
  * Up to 15 slices (960 KiB) a large block is a page of its own inside a
  * segment: no system call, and its slices return to the segment (and its
  * purge policy) on free; at least two such blocks share a segment. Bigger
- * blocks get a mapping of their own, sized in 64 KiB units (as glibc maps
- * its big blocks by the page: a 1 MiB block costs 1 MiB + 64 KiB of address
- * space, not a 2 MiB segment) and aligned to 2 MiB, whose first 64 bytes
+ * blocks get a mapping of their own, sized in 64 KiB units up to 2 MiB (as
+ * glibc maps its big blocks by the page: a 1 MiB block costs 1 MiB + 64 KiB
+ * of address space, not a 2 MiB segment), in 2 MiB units above, and
+ * aligned to 2 MiB, whose first 64 bytes
  * mimic a segment header, so free() routes them with the same registry
  * test; freed mappings wait in a small bounded cache. Alignments of
  * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
@@ -26,7 +27,7 @@
 
 #include <string.h>
 
-#define HUGE_CACHE_SLOTS 16
+#define HUGE_CACHE_SLOTS 32
 #define HUGE_MIN_OFFSET 64
 
 static hak_lock_t large_lock = HAK_LOCK_NAMED("large");
@@ -58,9 +59,11 @@ static hak_segment_t *huge_cache_take(size_t map) {
   int bi = -1;
   for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
     hak_segment_t *s = huge_cache[i];
-    /* Take a cached mapping up to twice the size: its pages are resident
-     * already, which beats mapping and faulting in fresh ones. */
-    if (s && s->map_size >= map && s->map_size - map <= map && (!best || s->map_size < best->map_size)) {
+    /* Take a cached mapping up to twice the size (or any up to 2 MiB: sizes
+     * there are in 64 KiB units and would rarely match): its pages are
+     * resident already, which beats mapping and faulting in fresh ones. */
+    size_t most = map <= HAK_SEG_SIZE / 2 ? HAK_SEG_SIZE : 2 * map;
+    if (s && s->map_size >= map && s->map_size <= most && (!best || s->map_size < best->map_size)) {
       best = s;
       bi = i;
     }
@@ -117,9 +120,13 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET;
   size_t need = off + size + (size == 0); /* the pointer stays inside the mapping */
   if (need < size || need > (SIZE_MAX >> 1)) return NULL;
-  /* 64 KiB units: the slice map marks whole slices, so no other mapping
-   * may share the last one; and a multiple of any page size. */
-  size_t map = align_up(need, HAK_SLICE_SIZE);
+  /* Below 2 MiB, 64 KiB units (the slice map marks whole slices, so no
+   * other mapping may share the last one; and a multiple of any page size):
+   * a 1 MiB block costs 1 MiB + 64 KiB of address space, not 2 MiB. Above,
+   * whole 2 MiB units: the untouched tail costs address space only, and
+   * freed mappings fit later requests far more often (sizes in 64 KiB units
+   * made large_mt's huge cache miss: 15x the system calls). */
+  size_t map = need <= HAK_SEG_SIZE ? align_up(need, HAK_SLICE_SIZE) : align_up(need, HAK_SEG_SIZE);
   hak_lock(&large_lock);
   hak_segment_t *s = huge_cache_take(map);
   huge_live_blocks++;
