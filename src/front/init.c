@@ -62,7 +62,10 @@ static void atfork_child(void) {
 
 /* Steps of start-up already done: a child that takes start-up over from a
  * thread of its parent repeats only the missing ones. */
-static bool seeded, key_made, atfork_registered;
+static bool key_made, atfork_registered;
+#if HAK_CHECKS
+static bool seeded;
+#endif
 
 bool hak_init(void) {
   /* Running is recorded as minus the pid of the process running start-up: a

@@ -31,7 +31,14 @@ typedef struct hak_tls {
 
 HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls + 1]; }
 
+/* Initial-exec: one fixed offset from the thread pointer. The dynamic-TLS
+ * build (HAKMEM_DYNAMIC_TLS, loadable with dlopen) takes the model of its
+ * compiler flags instead. */
+#if HAK_DYNAMIC_TLS
+extern __thread hak_tls_t hak_tls HAK_HIDDEN;
+#else
 extern __thread hak_tls_t hak_tls HAK_HIDDEN __attribute__((tls_model("initial-exec")));
+#endif
 
 typedef struct hak_page_list { hak_page_t *head, *tail; } hak_page_list_t;
 

@@ -3,8 +3,7 @@
  * (see lock.h). */
 #include "os/lock.h"
 
-_Atomic(const void *) hak_fork_holder;
-__thread char hak_lock_self;
+_Atomic(uintptr_t) hak_fork_holder;
 
 #if HAK_OBSERVE
 _Atomic(hak_lock_t *) hak_lock_list;

@@ -28,6 +28,7 @@
 #define HAK_LOCK_H
 
 #include "hak_internal.h"
+#include <pthread.h>
 #include <sched.h>
 
 #if HAK_OBSERVE
@@ -57,13 +58,13 @@ HAK_INLINE void cpu_relax(void) {
 #endif
 }
 
-/* The forking thread, between HAKMEM's prepare and parent/child handlers;
- * threads are told apart by the address of a thread-local byte. */
+/* The forking thread (pthread_self, which a forked child's thread keeps),
+ * between HAKMEM's prepare and parent/child handlers. No TLS of its own:
+ * the static TLS block HAKMEM needs stays as small as it was. */
 #define HAK_LOCK_FORK 2
-extern _Atomic(const void *) hak_fork_holder HAK_HIDDEN;
-extern __thread char hak_lock_self HAK_HIDDEN;
+extern _Atomic(uintptr_t) hak_fork_holder HAK_HIDDEN;
 HAK_INLINE bool hak_lock_fork_mine(void) {
-  return atomic_load_explicit(&hak_fork_holder, memory_order_relaxed) == &hak_lock_self;
+  return atomic_load_explicit(&hak_fork_holder, memory_order_relaxed) == (uintptr_t)pthread_self();
 }
 
 HAK_INLINE void hak_lock(hak_lock_t *l) {
@@ -102,14 +103,14 @@ HAK_INLINE void hak_unlock_fork(hak_lock_t *l) { atomic_store_explicit(&l->v, 0,
  * fork at once: the second waits here until the first is through. */
 HAK_INLINE void hak_fork_begin(void) {
   for (unsigned spins = 0;; spins++) {
-    const void *none = NULL;
-    if (atomic_compare_exchange_weak_explicit(&hak_fork_holder, &none, &hak_lock_self, memory_order_acquire,
+    uintptr_t none = 0;
+    if (atomic_compare_exchange_weak_explicit(&hak_fork_holder, &none, (uintptr_t)pthread_self(), memory_order_acquire,
                                               memory_order_relaxed))
       return;
     if (spins < 64) cpu_relax();
     else sched_yield();
   }
 }
-HAK_INLINE void hak_fork_end(void) { atomic_store_explicit(&hak_fork_holder, NULL, memory_order_release); }
+HAK_INLINE void hak_fork_end(void) { atomic_store_explicit(&hak_fork_holder, 0, memory_order_release); }
 
 #endif
