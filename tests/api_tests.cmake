@@ -12,7 +12,7 @@ add_test(NAME test_options COMMAND test_options)
 set_tests_properties(test_options PROPERTIES TIMEOUT 60 FAIL_REGULAR_EXPRESSION "${HAK_FAIL_REGEX}")
 add_test(NAME test_options_doc
   COMMAND python3 ${PROJECT_SOURCE_DIR}/scripts/options_table.py $<TARGET_FILE:hakmem>
-          --check ${PROJECT_SOURCE_DIR}/README.md)
+          --check ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/options.md)
 set_tests_properties(test_options_doc PROPERTIES TIMEOUT 60)
 
 # Statistics from code: hak_stats_get/json/reset, mallinfo2 and malloc_info
@@ -47,3 +47,7 @@ target_link_libraries(smaps_target PRIVATE hakmem)
 add_test(NAME test_smaps_script COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_smaps.py script $<TARGET_FILE:smaps_target>)
 add_test(NAME test_vma_names COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_smaps.py names $<TARGET_FILE:smaps_target>)
 set_tests_properties(test_smaps_script test_vma_names PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# The API reference: header, docs/api.md, the README's list and the examples agree.
+add_test(NAME test_api_doc COMMAND python3 ${CMAKE_CURRENT_SOURCE_DIR}/test_api_doc.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_api_doc PROPERTIES TIMEOUT 30)
