@@ -67,15 +67,24 @@ static hak_page_t *exchange_take(unsigned key) {
   return pg;
 }
 
+/* Full: the page and its kind's whole stack go back to their segments under
+ * one acquisition of the segment lock, so a thread that frees much more
+ * than others take (a consumer) pays one lock per stackful, not per page. */
 static void exchange_put(hak_page_t *pg) {
   size_t n = pg->slice_count;
+  unsigned key = key_of(n, pg->cls);
   if (atomic_fetch_add_explicit(&exchange_slices, n, memory_order_relaxed) + n > exchange_max()) {
-    atomic_fetch_sub_explicit(&exchange_slices, n, memory_order_relaxed);
-    segment_page_free(pg);
+    size_t out = n;
+    pg->next = atomic_exchange_explicit(&exchange[key], NULL, memory_order_acquire);
+    for (hak_page_t *p = pg->next; p; p = p->next) out += p->slice_count;
+    atomic_fetch_sub_explicit(&exchange_slices, out, memory_order_relaxed);
+    segment_pages_free(pg);
     return;
   }
-  push_chain(key_of(n, pg->cls), pg, pg);
+  push_chain(key, pg, pg);
 }
+
+static void cache_put(hak_page_cache_t *c, hak_page_t *pg);
 
 hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
   unsigned key = key_of(n, cls);
@@ -90,6 +99,17 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
         break;
       }
   if (!pg) pg = exchange_take(key);
+  if (!pg && cls == HAK_CLASS_NONE && c) {
+    /* Large blocks: a few at once, the rest into the thread's cache, so a
+     * thread that takes much more than others free (a producer) pays one
+     * acquisition of the segment lock per batch. */
+    unsigned room = local_max() > c->slices ? (local_max() - c->slices) / n : 0;
+    hak_page_t *batch[8];
+    unsigned k = segment_pages_alloc(n, cls, batch, 1 + (room < 7 ? room : 7));
+    for (unsigned i = 1; i < k; i++) cache_put(c, batch[i]); /* unused: known_zero still holds */
+    if (k) pg = batch[0];
+    if (pg) return pg;
+  }
   if (!pg) {
     /* Before the process grows, the cached pages go back to their segments,
      * where a page of any kind can be cut from them. */
@@ -104,6 +124,11 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
 }
 
 void page_cache_free(hak_page_cache_t *c, hak_page_t *pg) {
+  pg->known_zero = 0; /* it was used */
+  cache_put(c, pg);
+}
+
+static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
   segment_page_detach(pg);
   unsigned n = pg->slice_count, max = local_max();
   if (!c || n > max) {

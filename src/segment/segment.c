@@ -182,9 +182,27 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   slice_map_set(base, n, cls + 1);
 }
 
+static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map);
+
 static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
-  bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_lock(&seg_lock);
+  hak_page_t *pg = page_alloc_locked(n, cls, may_map);
+  hak_unlock(&seg_lock);
+  if (pg) HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
+  return pg;
+}
+
+unsigned segment_pages_alloc(unsigned n, unsigned cls, hak_page_t **out, unsigned k) {
+  unsigned got = 0;
+  hak_lock(&seg_lock);
+  while (got < k && (out[got] = page_alloc_locked(n, cls, false)) != NULL) got++;
+  hak_unlock(&seg_lock);
+  HAK_STAT_ADD(HAK_EV_PAGE_ALLOC, got);
+  return got;
+}
+
+static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
+  bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_segment_t *s;
   int first = -1;
   if (cls != HAK_CLASS_NONE) {
@@ -216,13 +234,10 @@ static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
   if (!s)
     for (s = seg_head; s; s = s->next)
       if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
-  if (!s && !may_map) {
-    hak_unlock(&seg_lock);
-    return NULL;
-  }
+  if (!s && !may_map) return NULL;
   if (!s) {
     s = segment_map();
-    if (!s) { hak_unlock(&seg_lock); return NULL; }
+    if (!s) return NULL;
     first = find_run(s->free_mask, 0, n, slice0_ok);
   } else if (s->free_mask == ALL_SLICES) {
     HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
@@ -239,8 +254,6 @@ static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
   if (s->free_mask == 0) list_remove(s);
   page_init(s, (unsigned)first, n, cls);
   s->pages[first].known_zero = zero;
-  hak_unlock(&seg_lock);
-  HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
   return &s->pages[first];
 }
 
@@ -255,7 +268,9 @@ hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
 hak_page_t *segment_page_alloc(unsigned n, unsigned cls) { return segment_page_alloc_ex(n, cls, true); }
 
 void segment_page_reinit(hak_page_t *pg, unsigned cls) {
+  bool zero = pg->known_zero; /* a page cut but never used stays known zero */
   page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
+  pg->known_zero = zero;
 }
 
 void segment_page_detach(hak_page_t *pg) {
@@ -270,16 +285,35 @@ void segment_page_detach(hak_page_t *pg) {
   atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
 }
 
+static void page_free_locked(hak_page_t *pg, uint32_t now);
+
 void segment_page_free(hak_page_t *pg) {
+  segment_page_detach(pg);
+  hak_lock(&seg_lock);
+  page_free_locked(pg, os_now_ms());
+  purge_policy();
+  hak_unlock(&seg_lock);
+}
+
+void segment_pages_free(hak_page_t *list) {
+  for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
+  uint32_t now = os_now_ms();
+  hak_lock(&seg_lock);
+  for (hak_page_t *pg = list, *next; pg; pg = next) {
+    next = pg->next;
+    page_free_locked(pg, now);
+  }
+  purge_policy();
+  hak_unlock(&seg_lock);
+}
+
+static void page_free_locked(hak_page_t *pg, uint32_t now) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  segment_page_detach(pg);
-  hak_lock(&seg_lock);
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
   free_slice_bytes += mask_bytes(run);
-  uint32_t now = os_now_ms();
   for (unsigned i = first; i < first + n; i++) {
     s->freed_ms[i] = now;
     s->last_cls[i] = (uint8_t)pg->cls;
@@ -291,8 +325,6 @@ void segment_page_free(hak_page_t *pg) {
     seg_empty++;
     if (seg_empty > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(s);
   }
-  purge_policy();
-  hak_unlock(&seg_lock);
 }
 
 bool segment_trim(void) {

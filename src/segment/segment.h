@@ -15,6 +15,12 @@ hak_page_t *segment_page_alloc_ex(unsigned slices, unsigned cls, bool may_map) H
 void segment_page_detach(hak_page_t *page) HAK_HIDDEN;
 /* Reuse a detached page for class cls (HAK_CLASS_NONE: a large block). */
 void segment_page_reinit(hak_page_t *page, unsigned cls) HAK_HIDDEN;
+/* Up to k pages of n slices for class cls under one acquisition of the
+ * segment lock, from segments already mapped; returns how many. */
+unsigned segment_pages_alloc(unsigned slices, unsigned cls, hak_page_t **out, unsigned k) HAK_HIDDEN;
+/* segment_page_free for a list of pages linked through next, under one
+ * acquisition of the segment lock. */
+void segment_pages_free(hak_page_t *list) HAK_HIDDEN;
 /* Give a page's slices back to its segment; may purge or unmap. */
 void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 /* Purge every free slice and unmap every empty segment; true if anything went back. */
