@@ -8,7 +8,7 @@
  *     never holds more than its budget (argv[1], default 8 MiB, the speed profile).
  *  3. A class used over and over is cached: a malloc/free loop of one size
  *     ends with blocks in the cache.
- *  4. With the learner on, a class that goes idle gives its room back: after
+ *  4. With the learner on (argv[2] "learn", HAKMEM_TCACHE_LEARN=1), a class that goes idle gives its room back: after
  *     a burst phase on 4 KiB blocks and a long phase on 64 B blocks only, the
  *     thread holds less than one 4 KiB cache's worth.
  */
@@ -87,7 +87,7 @@ static void run(void *(*fn)(void *)) {
 int main(int argc, char **argv) {
   hak_test_name = "test_tcache";
   if (argc > 1) budget = strtoul(argv[1], NULL, 0);
-  int learn = !(argc > 2 && strcmp(argv[2], "nolearn") == 0);
+  int learn = argc > 2 && strcmp(argv[2], "learn") == 0;
   run(idle_thread);
   run(busy_thread);
   for (int i = 0; i < 1000; i++) free(malloc(100));

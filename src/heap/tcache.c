@@ -21,7 +21,8 @@
  *   same top block as when last looked at. A class in use without cold
  *   events (its cache absorbs its traffic) changes both almost surely; a
  *   miss costs it at worst a few refills before it grows back.
- * - The learner (hak_config.tcache_learn): every HAK_LEARN_PERIOD cold events
+ * - The learner (hak_config.tcache_learn, off by default: no suite-wide win
+ *   in A/B runs): every HAK_LEARN_PERIOD cold events
  *   of the thread, from per-class counters (refills, flushes, remote
  *   collects), it doubles the caps of classes that refilled or flushed often
  *   in the period, and halves those of classes idle for two periods in a row

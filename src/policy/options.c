@@ -57,7 +57,7 @@ static const option_def_t options[] = {
    "most blocks one class cache holds (0 disables the caches); at run time only up to the start-up value"},
   {"HAKMEM_TCACHE_BUDGET", OPT_SIZE, true, {MiB(8), MiB(2), KiB(256)}, 0, (long long)1 << 30, "bytes", NULL, FIELD(tcache_budget),
    "bytes all class caches of one thread hold together, at most (lowered at run time, caches shrink at their next refill or flush)"},
-  {"HAKMEM_TCACHE_LEARN", OPT_FLAG, true, {1, 1, 1}, 0, 1, "0|1", NULL, FIELD(tcache_learn),
+  {"HAKMEM_TCACHE_LEARN", OPT_FLAG, true, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(tcache_learn),
    "1: a periodic step on each thread's cold path grows the caches of classes that refill often and shrinks those it stopped using"},
   {"HAKMEM_SEGMENT_CACHE", OPT_COUNT, true, {16, 8, 0}, 0, 1024, "segments", NULL, FIELD(segment_cache),
    "empty 2 MiB segments kept mapped for reuse (their memory is still purged on the dirty policy)"},
