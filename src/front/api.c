@@ -6,6 +6,7 @@
 #include "guard/guard.h"
 #include "large/large.h"
 #include "os/os.h"
+#include "policy/purger.h"
 #include "segment/segment.h"
 #include "hakmem.h"
 
@@ -34,6 +35,7 @@ HAK_EXPORT void *calloc(size_t count, size_t size) {
   }
   if (total > HAK_MAX_REQUEST) return fail_enomem();
   void *p = large_alloc(total, HAK_MIN_ALIGN, true);
+  purge_tick();
   return p ? p : fail_enomem();
 }
 

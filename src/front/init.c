@@ -8,6 +8,7 @@
 #include "large/large.h"
 #include "os/lock.h"
 #include "policy/config.h"
+#include "policy/purger.h"
 #include "remote/remote.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
@@ -58,6 +59,7 @@ static void atfork_child(void) {
   large_atfork_child();
   remote_atfork_child();
   heap_atfork_child();
+  purger_atfork_child();
 }
 
 /* Steps of start-up already done: a child that takes start-up over from a

@@ -4,6 +4,7 @@
 #include "guard/guard.h"
 #include "large/large.h"
 #include "front/prefix.h"
+#include "policy/purger.h"
 
 HAK_EXPORT void *malloc(size_t n) {
   return alloc_small_or_large(n);
@@ -22,6 +23,7 @@ HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
   void *p = heap_refill_alloc(&hak_tls, cls);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
   else HAK_MARK_ALLOCATED(p);
+  purge_tick();
   return p;
 }
 
@@ -52,6 +54,7 @@ HAK_NOINLINE void free_suspect(void *p) {
 HAK_NOINLINE void *alloc_large_slow(size_t n) {
   void *p = large_alloc(n, HAK_MIN_ALIGN, false);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
+  purge_tick();
   return p;
 }
 
@@ -63,6 +66,7 @@ HAK_NOINLINE void free_slow(void *p) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls == HAK_CLASS_NONE) {
       large_free(p);
+      purge_tick();
       return;
     }
 #if HAK_CHECKS
@@ -75,6 +79,7 @@ HAK_NOINLINE void free_slow(void *p) {
     ((uintptr_t *)p)[1] = hak_free_key;
 #endif
     heap_flush_free(&hak_tls, cls, p);
+    purge_tick();
     return;
   }
   if (!p) return;

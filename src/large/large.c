@@ -21,6 +21,7 @@
 #include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
+#include "policy/purger.h"
 #include "segment/segment.h"
 #include "heap/heap.h"
 #include "stats/stats.h"
@@ -97,6 +98,27 @@ static void huge_cache_sweep(void) {
 static size_t huge_marked(size_t map) {
   size_t n = map >> HAK_SLICE_SHIFT;
   return n < HAK_SLICES ? n : HAK_SLICES;
+}
+
+/* The purge deadline's work for the huge cache: purge every cached mapping
+ * idle for the delay; returns when the next one is due, 0 if none. */
+uint32_t large_purge_aged(uint32_t now) {
+  uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
+  size_t ps = os_page_size();
+  hak_lock(&large_lock);
+  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
+    hak_segment_t *s = huge_cache[i];
+    if (!s || !s->dirty_mask) continue;
+    uint32_t age = now - s->freed_ms[0];
+    if (age >= delay) {
+      os_purge((uint8_t *)s + ps, s->map_size - ps);
+      s->dirty_mask = 0;
+    } else if (delay - age < youngest_left) {
+      youngest_left = delay - age;
+    }
+  }
+  hak_unlock(&large_lock);
+  return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
 }
 
 static void huge_unmap(hak_segment_t *s) {
@@ -190,6 +212,7 @@ static void huge_free(hak_segment_t *s, void *p) {
     s->freed_ms[0] = os_now_ms();
     s->dirty_mask = 1;
     os_set_reclaim(large_reclaim);
+    purge_arm((s->freed_ms[0] + hak_config.purge_delay_ms) | 1);
     huge_cache[slot] = s;
     huge_cached_bytes += s->map_size;
     s = NULL;

@@ -71,6 +71,10 @@ static const option_def_t options[] = {
    "transparent huge pages for segments: system (kernel setting), never (MADV_NOHUGEPAGE), auto (MADV_HUGEPAGE once a segment is 3/4 in use), always (MADV_HUGEPAGE on every segment)"},
   {"HAKMEM_HUGE_PAGES", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(huge_pages),
    "1: map segments on explicit 2 MiB pages (MAP_HUGETLB), falling back silently to normal pages"},
+  {"HAKMEM_BACKGROUND_PURGE", OPT_FLAG, false, {0, 1, 1}, 0, 1, "0|1", NULL, FIELD(background_purge),
+   "1: a background thread returns memory idle for the purge delay even if the program makes no further call "
+   "(it sleeps while nothing is pending; a forked child starts its own); 0: the first slow path after the delay "
+   "does it. Keep 0 in programs that must stay single-threaded"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

@@ -17,6 +17,7 @@
 #include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
+#include "policy/purger.h"
 #include "stats/stats.h"
 
 #include <string.h>
@@ -287,12 +288,16 @@ void segment_page_detach(hak_page_t *pg) {
 
 static void page_free_locked(hak_page_t *pg, uint32_t now);
 
-void segment_page_free(hak_page_t *pg) {
+void segment_page_free(hak_page_t *pg) { segment_page_free_at(pg, os_now_ms()); }
+
+void segment_page_free_at(hak_page_t *pg, uint32_t now) {
   segment_page_detach(pg);
   hak_lock(&seg_lock);
-  page_free_locked(pg, os_now_ms());
+  page_free_locked(pg, now);
   purge_policy();
   hak_unlock(&seg_lock);
+  /* Due once idle for the delay, even if nothing is freed after it. */
+  purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
 
 void segment_pages_free(hak_page_t *list) {
@@ -305,6 +310,7 @@ void segment_pages_free(hak_page_t *list) {
   }
   purge_policy();
   hak_unlock(&seg_lock);
+  purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
 
 static void page_free_locked(hak_page_t *pg, uint32_t now) {
@@ -325,6 +331,24 @@ static void page_free_locked(hak_page_t *pg, uint32_t now) {
     seg_empty++;
     if (seg_empty > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(s);
   }
+}
+
+/* The purge deadline's work for segments: every free slice idle for
+ * purge_delay_ms goes back, whatever the dirty budget (memory nobody took in
+ * a whole delay is not churn). Returns when the next remaining dirty slice
+ * will be due, 0 if none is left. */
+uint32_t segment_purge_aged(uint32_t now) {
+  uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
+  hak_lock(&seg_lock);
+  purge_sweep(now, delay);
+  for (hak_segment_t *s = seg_head; s; s = s->next)
+    for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
+      uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
+      uint32_t left = age < delay ? delay - age : 1;
+      if (left < youngest_left) youngest_left = left;
+    }
+  hak_unlock(&seg_lock);
+  return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
 }
 
 bool segment_trim(void) {

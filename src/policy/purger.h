@@ -1,0 +1,36 @@
+/* purger.h — when freed memory goes back to the OS without a later free to
+ * trigger it: one process-wide purge deadline, checked on the slow paths and
+ * slept on by the optional background purger thread (see purger.c).
+ *
+ * The lower parts (segments, the huge cache, remote frees) only arm the
+ * deadline when they leave something that will be due; purger.c does the
+ * purging, calling back into them. */
+#ifndef HAK_PURGER_H
+#define HAK_PURGER_H
+
+#include "hak_internal.h"
+
+/* Coarse ms (os_now_ms) at which something becomes due; 0: nothing pending. */
+extern _Atomic(uint32_t) hak_purge_deadline HAK_HIDDEN;
+
+/* Something becomes due at `due` (coarse ms): bring the deadline forward to
+ * it if none is set or the set one is later. Lock-free; callable under any
+ * lock. Wakes the background purger if it sleeps with nothing pending. */
+void purge_arm(uint32_t due) HAK_HIDDEN;
+
+/* Slow-path hook (refill, flush, large blocks): nothing to do while no
+ * deadline is set; otherwise a coarse clock read, and the purge itself only
+ * once the deadline has passed. Call with no allocator lock held. */
+void purge_tick_slow(uint32_t deadline) HAK_HIDDEN;
+HAK_INLINE void purge_tick(void) {
+  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
+  if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d);
+}
+
+/* Purge what is due now (force: everything free, as malloc_trim). */
+bool purge_run(bool force) HAK_HIDDEN;
+
+void purger_atfork_child(void) HAK_HIDDEN;
+void purger_stop(void) HAK_HIDDEN;  /* library teardown: the thread exits, nothing waits for it */
+
+#endif

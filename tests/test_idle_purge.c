@@ -1,0 +1,110 @@
+/* test_idle_purge - an idle program gives freed memory back by itself.
+ *
+ * Two cases, each from its own starting RSS:
+ *  (1) 100 MiB of 1000 B blocks, written, then all freed (in a strided
+ *      order, so most pages become empty only near the end);
+ *  (2) one 60 MiB block, written, then freed.
+ * Then the program goes idle, and resident memory must be back within 2 MiB
+ * of the start within two purge delays (HAKMEM_PURGE_DELAY_MS, read from the
+ * environment; 100 ms if unset), plus 300 ms of scheduling slack for a loaded
+ * machine. The time it took is printed.
+ *
+ * usage: test_idle_purge bg     idle means no call at all: the background
+ *                               purger must do it (HAKMEM_BACKGROUND_PURGE=1,
+ *                               or a profile that turns it on)
+ *        test_idle_purge tick   no background purger: after two delays of
+ *                               sleep, one allocation that takes a slow path
+ *                               (a 64 KiB block, not written) must return it
+ * On glibc (HAKMEM_TEST_PLAIN=1) the figures are printed, not checked.
+ */
+#include "hak_test.h"
+
+#include <time.h>
+
+#define MiB ((size_t)1024 * 1024)
+#define NSMALL (100 * 1024 * 1024 / 1000)
+#define NSTRIDE 64
+
+static void *g_small[NSMALL];
+static unsigned g_delay_ms = 100;
+static int g_tick;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Wait idle until RSS <= limit or the deadline passes; return ms waited. */
+static double idle_until(size_t limit, double deadline_ms, size_t *rss)
+{
+    double t0 = now_ms();
+    if (g_tick) {
+        /* Sleep two delays, then one slow-path call; then only wait. */
+        usleep(2 * g_delay_ms * 1000);
+        void *p = malloc(ht_hide(64 * 1024));
+        CHECK(p != NULL, "malloc(64 KiB) failed");
+        free(p);
+    }
+    for (;;) {
+        *rss = ht_rss_bytes();
+        double waited = now_ms() - t0;
+        if (*rss <= limit || waited > deadline_ms)
+            return waited;
+        usleep(5000);
+    }
+}
+
+static void check_case(const char *what, size_t base, size_t full)
+{
+    size_t rss;
+    double limit_ms = 2.0 * g_delay_ms + 300;
+    double waited = idle_until(base + 2 * MiB, limit_ms, &rss);
+    printf("test_idle_purge: %s: RSS %.1f -> %.1f -> %.1f MiB after %.0f ms idle (purge delay %u ms)\n", what,
+           (double)base / MiB, (double)full / MiB, (double)rss / MiB, waited, g_delay_ms);
+    CHECK(!hak_test_owns || rss <= base + 2 * MiB,
+          "%s: %.0f ms after the program went idle, RSS is %.1f MiB, %.1f MiB above its start of %.1f MiB "
+          "(allowed: 2 MiB within two purge delays of %u ms + 300 ms)",
+          what, waited, (double)rss / MiB, (double)(rss - base) / MiB, (double)base / MiB, g_delay_ms);
+}
+
+int main(int argc, char **argv)
+{
+    hak_test_require_hakmem("test_idle_purge");
+    CHECK(argc == 2 && (strcmp(argv[1], "bg") == 0 || strcmp(argv[1], "tick") == 0),
+          "usage: test_idle_purge bg|tick");
+    g_tick = strcmp(argv[1], "tick") == 0;
+    const char *d = getenv("HAKMEM_PURGE_DELAY_MS");
+    if (d && *d)
+        g_delay_ms = (unsigned)atoi(d);
+    memset(g_small, 0, sizeof g_small); /* resident before the baseline */
+    setvbuf(stdout, NULL, _IONBF, 0);
+
+    /* (1) 100 MiB of 1000 B blocks */
+    size_t base = ht_rss_bytes();
+    for (unsigned i = 0; i < NSMALL; i++) {
+        g_small[i] = malloc(ht_hide(1000));
+        CHECK(g_small[i] != NULL, "malloc(1000) failed");
+        memset(g_small[i], (int)(i | 1), 1000);
+    }
+    size_t full = ht_rss_bytes();
+    CHECK(full >= base + 90 * MiB, "RSS rose only from %.1f to %.1f MiB", (double)base / MiB, (double)full / MiB);
+    /* Strided order: pages empty only near the end, all at once. */
+    for (unsigned k = 0; k < NSTRIDE; k++)
+        for (unsigned i = k; i < NSMALL; i += NSTRIDE)
+            free(g_small[i]);
+    check_case("100 MiB of 1000 B blocks freed", base, full);
+
+    /* (2) one 60 MiB block */
+    base = ht_rss_bytes();
+    char *big = malloc(ht_hide(60 * MiB));
+    CHECK(big != NULL, "malloc(60 MiB) failed");
+    memset(big, 0x5a, 60 * MiB);
+    full = ht_rss_bytes();
+    free(big);
+    check_case("a 60 MiB block freed", base, full);
+
+    printf("test_idle_purge: OK (%s)%s\n", argv[1], hak_test_owns ? "" : " [plain]");
+    return 0;
+}
