@@ -7,6 +7,7 @@
 #ifndef HAKMEM_H
 #define HAKMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,15 @@ void   hak_stats_print(void);
 
 /* Return cached free memory to the OS now; returns 1 if anything was released. */
 int    hak_trim(void);
+
+/* Process-wide collection, callable from any thread: the calling thread's
+ * caches go back to their pages, the blocks other threads freed into every
+ * thread's pages are collected (also those of threads that are idle), pages
+ * left empty are retired, and free memory is returned to the OS. force:
+ * also wait briefly for threads busy in the allocator, and unmap cached
+ * segments and huge mappings (what malloc_trim(0) does). Blocks in other
+ * threads' caches stay there. Returns 1 if anything was released. */
+int    hak_collect(bool force);
 
 /* Non-zero if ptr lies in memory that HAKMEM manages. */
 int    hak_owns(const void *ptr);

@@ -6,6 +6,7 @@
 #include "guard/guard.h"
 #include "large/large.h"
 #include "os/os.h"
+#include "heap/collect.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
 #include "hakmem.h"
@@ -141,14 +142,16 @@ HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
   return realloc(p, total);
 }
 
+/* Process-wide: this thread's caches go back to their pages, every heap's
+ * remote frees are collected (heap/collect.c), and free memory is purged. */
+HAK_EXPORT int hak_collect(bool force) {
+  heap_flush_all(&hak_tls);
+  return purge_run(force ? COLLECT_FORCE : COLLECT_NOW);
+}
+
 HAK_EXPORT int malloc_trim(size_t pad) {
   (void)pad;
-  heap_flush_all(&hak_tls);
-  if (thread_page_cache()) page_cache_flush(thread_page_cache());
-  bool a = page_cache_trim();
-  a |= segment_trim();
-  bool b = large_trim();
-  return a || b;
+  return hak_collect(true);
 }
 
 /* From the same figures as hak_stats_get (docs/stats.md has the mapping). */

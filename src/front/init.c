@@ -4,6 +4,7 @@
  * "running". */
 #include "front/init.h"
 #include "front/front.h"
+#include "heap/collect.h"
 #include "heap/heap.h"
 #include "large/large.h"
 #include "os/lock.h"
@@ -31,6 +32,7 @@ static void atfork_prepare(void) {
     return;
   }
   hak_fork_begin();
+  collect_atfork_prepare();
   heap_atfork_prepare();
   remote_atfork_prepare();
   large_atfork_prepare();
@@ -46,6 +48,7 @@ static void atfork_parent(void) {
   large_atfork_parent();
   remote_atfork_parent();
   heap_atfork_parent();
+  collect_atfork_parent();
   hak_fork_end();
 }
 
@@ -55,6 +58,7 @@ static void atfork_child(void) {
     return;
   }
   hak_fork_end();
+  collect_atfork_child();
   segment_atfork_child();
   large_atfork_child();
   remote_atfork_child();

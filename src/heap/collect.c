@@ -1,8 +1,116 @@
-/* collect.c — process-wide collection of remote frees. */
+/* collect.c — process-wide collection: blocks that other threads freed into
+ * pages of a heap whose owner does not come back for them (an idle thread, a
+ * thread blocked in a read), collected so the pages can empty, retire and be
+ * purged. Used by the purge deadline (the background purger or any thread's
+ * slow path), by hak_collect and by malloc_trim from any thread.
+ *
+ * Protocol
+ *   Only the holder of h->lock touches h's page lists and its pages' local
+ *   state. The owner takes the lock on each of its slow paths (refill, flush,
+ *   thread exit; never on the fast path, which touches only its TLS caches);
+ *   a collector takes it only with heap_trylock, so it never waits for a busy
+ *   owner: a heap whose lock is taken is left for its owner (who is on a slow
+ *   path right now) or for the next deadline. While a collector holds it,
+ *   the owner's next slow path waits (spin, then yield) for one heap's
+ *   collection: bounded.
+ *   The remote side is unchanged (remote/remote.c): pages signal the heap
+ *   through its remote_pages stack. The pusher that puts the first page on an
+ *   empty stack stamps h->remote_since and arms the purge deadline one delay
+ *   later; if the owner has not emptied the stack by then, the collector
+ *   empties it as the owner would (heap_collect_remote_held), and the pages
+ *   that become empty retire stamped `remote_since`: memory its owner left
+ *   untouched for a whole delay is due at once, so an idle owner's memory goes
+ *   back within one delay of the frees, not two.
+ *   Heaps are never unmapped, so walking the all-heaps list needs no lock;
+ *   collect_lock only keeps collectors one at a time, and keeps fork from
+ *   copying a heap in the middle of a collection.
+ * fork: atfork prepare takes collect_lock, so no collector is inside a heap
+ *   at the fork. In the child, a heap whose lock is held belonged to a thread
+ *   that was inside its slow path and is gone: if it was marked busy (its
+ *   lists may be half-changed, remote.c) it is marked unreachable and never
+ *   collected there; otherwise its lock is released.
+ * thread exit: heap_destroy runs under h->lock. A heap still awaiting
+ *   signals after it (h->awaiting, remote.c) is left alone: its stack is
+ *   heap_reap's, which runs under h->lock too. A recycled heap has an empty
+ *   remote stack and is skipped.
+ * A preempted collector delays only the owner's next slow path, and other
+ *   collectors (trylock fails, they move on).
+ * What it does not reach: blocks sitting in other threads' TLS caches (only
+ *   their owner can touch them; at most a cache's worth per class and
+ *   thread), and, outside malloc_trim/hak_collect(true), abandoned pages of
+ *   exited threads (their frees are rare: a flush adopts such a page). */
 #include "heap/collect.h"
+#include "heap/heap.h"
+#include "os/lock.h"
+#include "os/os.h"
+#include "policy/config.h"
+#include "policy/purger.h"
+#include "remote/remote.h"
 
-uint32_t heap_collect_idle(uint32_t now, bool force) {
-  (void)now;
-  (void)force;
-  return 0;
+#include <sched.h>
+
+static hak_lock_t collect_lock = HAK_LOCK_NAMED("collect");
+
+void collect_note_signal(hak_heap_t *h) {
+  uint32_t now = os_now_ms();
+  atomic_store_explicit(&h->remote_since, now, memory_order_relaxed);
+  purge_arm((now + hak_config.purge_delay_ms) | 1);
+}
+
+static uint32_t earlier(uint32_t a, uint32_t b) {
+  if (!a) return b;
+  if (!b) return a;
+  return (int32_t)(a - b) < 0 ? a : b;
+}
+
+static bool collect_one(hak_heap_t *h, uint32_t stamp, bool wait) {
+  bool got = heap_trylock(h);
+  for (int tries = 0; !got && wait && tries < 64; tries++) {
+    sched_yield();
+    got = heap_trylock(h);
+  }
+  if (!got) return false;
+  if (h->awaiting) { /* dying: its stack holds awaited signals (heap_reap's) */
+    heap_unlock(h);
+    return true;
+  }
+  h->retire_stamp = stamp;
+  heap_collect_remote_held(h);
+  h->retire_stamp = 0;
+  heap_unlock(h);
+  return true;
+}
+
+uint32_t heap_collect_idle(uint32_t now, int mode) {
+  uint32_t delay = hak_config.purge_delay_ms, next = 0;
+  hak_lock(&collect_lock);
+  for (hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
+    if (h->unreachable || !atomic_load_explicit(&h->remote_pages, memory_order_acquire)) continue;
+    uint32_t since = atomic_load_explicit(&h->remote_since, memory_order_relaxed);
+    if (mode == COLLECT_DUE && (int32_t)(now - since) < (int32_t)delay) {
+      next = earlier(next, (since + delay) | 1); /* the owner may still come */
+      continue;
+    }
+    uint32_t stamp = (mode == COLLECT_DUE ? since : now) | 1; /* nonzero: pages go to their segment */
+    if (!collect_one(h, stamp, mode == COLLECT_FORCE) && mode == COLLECT_DUE)
+      next = earlier(next, (now + delay) | 1); /* busy: its owner is at it, look again later */
+  }
+  hak_unlock(&collect_lock);
+  if (mode == COLLECT_FORCE) remote_collect_abandoned();
+  return next;
+}
+
+void collect_atfork_prepare(void) { hak_lock_fork(&collect_lock); }
+void collect_atfork_parent(void) { hak_unlock_fork(&collect_lock); }
+
+void collect_atfork_child(void) {
+  hak_lock_reset(&collect_lock);
+  hak_heap_t *own = hak_tls.heap;
+  for (hak_heap_t *h = heap_all_first(); h; h = h->all_next)
+    if (h != own && atomic_load_explicit(&h->lock, memory_order_relaxed)) {
+      /* Held by a thread that is gone: if it was not marked busy, the lists
+       * are whole (the child's repair uses them too), else leave them. */
+      if (atomic_load_explicit(&h->busy, memory_order_relaxed)) h->unreachable = true;
+      else atomic_store_explicit(&h->lock, 0, memory_order_relaxed);
+    }
 }

@@ -1,13 +1,26 @@
 /* collect.h — process-wide collection: remote frees waiting in heaps whose
- * owner does not come to collect them (see collect.c). */
+ * owner does not come to collect them (protocol in collect.c). */
 #ifndef HAK_COLLECT_H
 #define HAK_COLLECT_H
 
 #include "hak_internal.h"
 
-/* Collect the remote frees of heaps that have left them waiting for a purge
- * delay (force: of every heap, now), retiring pages that become empty.
- * Returns when waiting ones will be due (coarse ms), 0 if none. */
-uint32_t heap_collect_idle(uint32_t now, bool force) HAK_HIDDEN;
+enum {
+  COLLECT_DUE = 0,  /* heaps whose frees have waited a purge delay (the deadline) */
+  COLLECT_NOW = 1,  /* every heap whose owner is not on a slow path right now */
+  COLLECT_FORCE = 2 /* every heap, waiting briefly for busy owners; abandoned pages too */
+};
+
+/* Collect the remote frees of heaps as `mode` says, retiring the pages that
+ * become empty. Returns when heaps left waiting will be due (coarse ms), 0 if
+ * none. Call with no allocator lock held. */
+uint32_t heap_collect_idle(uint32_t now, int mode) HAK_HIDDEN;
+
+/* remote_push: h's remote-page stack was empty and now holds a page. */
+void collect_note_signal(hak_heap_t *h) HAK_HIDDEN;
+
+void collect_atfork_prepare(void) HAK_HIDDEN;
+void collect_atfork_parent(void) HAK_HIDDEN;
+void collect_atfork_child(void) HAK_HIDDEN;
 
 #endif

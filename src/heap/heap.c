@@ -1,7 +1,9 @@
 /* heap.c — a heap's pages: taking blocks from them (refill), giving blocks
  * back (flush), collecting remote frees, retiring empty pages, and tearing the
  * heap down when its thread exits. Only the owning thread runs these on its
- * heap (the shared heap runs them under its lock). */
+ * heap (the shared heap runs them under its lock), holding h->lock; the one
+ * exception is a collector that got h->lock by a try while the owner stayed
+ * away (heap/collect.c). */
 #include "heap/heap.h"
 #include "heap/size_class.h"
 #include "remote/remote.h"
@@ -80,7 +82,10 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   hak_page_list_t *l = &h->avail[p->cls];
   if (l->head == p && p->next == NULL && h->allocates[p->cls]) return;
   list_remove(l, p);
-  page_cache_free(&h->pcache, p);
+  /* A collector (retire_stamp set) sends the page to its segment: the
+   * page cache is its owner's alone. */
+  if (h->retire_stamp) segment_page_free_at(p, h->retire_stamp);
+  else page_cache_free(&h->pcache, p);
 }
 
 static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
@@ -133,19 +138,22 @@ void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
 }
 
-static void collect_remote(hak_heap_t *h) {
+void heap_collect_remote(hak_heap_t *h) {
+  heap_lock(h);
+  busy_begin(h);
+  heap_collect_remote_held(h);
+  busy_end(h);
+  heap_unlock(h);
+}
+
+/* h->lock held (by the owner, or a collector). */
+void heap_collect_remote_held(hak_heap_t *h) {
   hak_page_t *p = atomic_exchange_explicit(&h->remote_pages, NULL, memory_order_acquire);
   while (p) {
     hak_page_t *next = p->qnext; /* read first: once taken, p may be pushed again */
     heap_page_collect(h, p);
     p = next;
   }
-}
-
-void heap_collect_remote(hak_heap_t *h) {
-  busy_begin(h);
-  collect_remote(h);
-  busy_end(h);
 }
 
 static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
@@ -165,9 +173,10 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
 }
 
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
+  heap_lock(h);
   busy_begin(h);
   h->allocates[cls] = 1;
-  if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) collect_remote(h);
+  if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote_held(h);
   unsigned n = 0;
   while (n < max) {
     hak_page_t *p = h->avail[cls].head;
@@ -180,6 +189,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
     if (!page_has_free(p)) page_to_full(h, p);
   }
   busy_end(h);
+  heap_unlock(h);
   HAK_CSTAT_INC(cls, HAK_CS_REFILL);
   HAK_CSTAT_ADD(cls, HAK_CS_TAKEN, n);
   HAK_STAT_INC(HAK_EV_REFILL);
@@ -189,6 +199,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
 void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   /* Callers pass the blocks of one class (one cache, or one block). */
   if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
+  heap_lock(h);
   busy_begin(h);
   unsigned i = 0;
   while (i < n) {
@@ -220,6 +231,7 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
     remote_push(p, first, last, k);
   }
   busy_end(h);
+  heap_unlock(h);
   HAK_STAT_INC(HAK_EV_FLUSH);
 }
 
@@ -285,8 +297,9 @@ static void release_all(hak_heap_t *h) {
 }
 
 bool heap_destroy(hak_heap_t *h) {
+  heap_lock(h);
   busy_begin(h);
-  collect_remote(h);
+  heap_collect_remote_held(h);
   /* Fence every page. One whose bit was clear can go at once: from now on
    * every remote free into it is silent. One whose bit was already set has
    * a signal on our stack or on its way: it stays on our lists until the
@@ -320,17 +333,22 @@ bool heap_destroy(hak_heap_t *h) {
   }
   page_cache_flush(&h->pcache);
   busy_end(h);
-  return h->awaiting == 0;
+  bool done = h->awaiting == 0;
+  heap_unlock(h);
+  return done;
 }
 
 bool heap_reap(hak_heap_t *h, bool lost) {
+  heap_lock(h); /* a collector may be looking (it leaves dying heaps alone) */
   if (lost) release_all(h);
   else release_arrived(h);
-  return h->awaiting == 0;
+  bool done = h->awaiting == 0;
+  heap_unlock(h);
+  return done;
 }
 
 void heap_repair_after_fork(hak_heap_t *h) {
-  collect_remote(h);
+  heap_collect_remote_held(h);
   /* A page still queued now was never pushed: its sender was another thread,
    * caught between its two steps, and does not exist in this process. */
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {

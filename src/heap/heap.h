@@ -9,6 +9,7 @@
 #define HAK_HEAP_H
 
 #include "hak_internal.h"
+#include "os/lock.h"
 #include "segment/page_cache.h"
 
 typedef struct hak_bin {
@@ -66,12 +67,38 @@ struct hak_heap {
   uint16_t    seen_count[HAK_NCLASSES]; /* the cache as last seen on the cold side: */
   void       *seen_top[HAK_NCLASSES];   /*   unchanged since means likely untouched */
   uint8_t     idle_steps[HAK_NCLASSES]; /* learner steps in a row without an event */
+  /* Process-wide collection (heap/collect.c): the owner holds `lock` on its
+   * slow paths (never on the fast path); another thread takes it only with a
+   * try, to collect the remote frees of a heap whose owner stays away. */
+  _Atomic(int) lock;
+  _Atomic(uint32_t) remote_since;       /* coarse ms of the first signal since the stack was last empty */
+  uint32_t    retire_stamp;             /* under lock: a collector is at work; freed time of the pages it retires */
+  bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
+  hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
 };
 
 /* The calling thread's page cache, NULL if it has no live heap. */
 HAK_INLINE hak_page_cache_t *thread_page_cache(void) {
   return hak_tls.state == HAK_THREAD_LIVE ? &hak_tls.heap->pcache : NULL;
 }
+
+/* The heap's own lock (protocol in heap/collect.c). Not a process-wide lock,
+ * so the observe build does not count it: the owner takes it once per slow
+ * path, and meets another thread there only while a collector works. */
+HAK_INLINE void heap_lock(hak_heap_t *h) {
+  for (unsigned spins = 0;; spins++) {
+    if (atomic_load_explicit(&h->lock, memory_order_relaxed) == 0 &&
+        !atomic_exchange_explicit(&h->lock, 1, memory_order_acquire))
+      return;
+    if (spins < 64) cpu_relax();
+    else sched_yield();
+  }
+}
+HAK_INLINE bool heap_trylock(hak_heap_t *h) {
+  return atomic_load_explicit(&h->lock, memory_order_relaxed) == 0 &&
+         !atomic_exchange_explicit(&h->lock, 1, memory_order_acquire);
+}
+HAK_INLINE void heap_unlock(hak_heap_t *h) { atomic_store_explicit(&h->lock, 0, memory_order_release); }
 
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
  * (0 only when the OS refuses memory). */
@@ -83,6 +110,8 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
 bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
 void heap_collect_remote(hak_heap_t *h) HAK_HIDDEN;
+/* The same, with h->lock already held (by the owner or a collector). */
+void heap_collect_remote_held(hak_heap_t *h) HAK_HIDDEN;
 /* The owner-side half of a page receiving its remote frees. */
 void heap_page_collect(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
 /* Adopt a page into h (from the abandoned list). */
@@ -123,6 +152,8 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
 void  heap_flush_free(hak_tls_t *t, unsigned cls, void *p) HAK_HIDDEN;
 void  heap_flush_all(hak_tls_t *t) HAK_HIDDEN;
 void *shared_alloc(unsigned cls) HAK_HIDDEN;          /* locked heap for dead/early threads */
+hak_heap_t *heap_all_first(void) HAK_HIDDEN;          /* list of every heap, through all_next */
+hak_heap_t *heap_shared(void) HAK_HIDDEN;
 void  heap_atfork_prepare(void) HAK_HIDDEN;
 void  heap_atfork_parent(void) HAK_HIDDEN;
 void  heap_atfork_child(void) HAK_HIDDEN;

@@ -28,6 +28,13 @@ static hak_heap_t shared_heap;
 
 static pthread_key_t exit_key;
 
+/* Every heap ever mapped, for process-wide collection: pushed once when
+ * mapped, never removed (heaps are recycled, never unmapped). */
+static _Atomic(hak_heap_t *) all_heaps = &shared_heap;
+
+hak_heap_t *heap_all_first(void) { return atomic_load_explicit(&all_heaps, memory_order_acquire); }
+hak_heap_t *heap_shared(void) { return &shared_heap; }
+
 static size_t heap_bytes(void) {
   size_t slots = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) slots += hak_config.tcache_slots[c];
@@ -81,6 +88,10 @@ static hak_heap_t *heap_new(void) {
   h = os_map(heap_bytes());
   if (!h) return NULL;
   h->slot_store = (void **)(h + 1);
+  hak_heap_t *head = atomic_load_explicit(&all_heaps, memory_order_relaxed);
+  do {
+    h->all_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h, memory_order_release, memory_order_relaxed));
   hak_lock(&pool_lock);
   live_add(h);
   hak_unlock(&pool_lock);
@@ -126,6 +137,7 @@ bool thread_heap_init(hak_tls_t *t) {
   hak_heap_t *h = heap_new();
   if (!h) return false;
   void **slot = h->slot_store;
+  heap_lock(h); /* a collector may look at a recycled heap */
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_bin_t *b = bin_of(t, c);
     b->slots = slot;
@@ -136,6 +148,7 @@ bool thread_heap_init(hak_tls_t *t) {
   }
   /* Caps start small; heap/tcache.c grows them as classes are used. */
   tcache_init(t, h);
+  heap_unlock(h);
   t->heap = h;
   t->state = HAK_THREAD_LIVE;
   /* May allocate (for high key numbers); the heap is live, so that works. */

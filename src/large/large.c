@@ -101,8 +101,8 @@ static size_t huge_marked(size_t map) {
 }
 
 /* The purge deadline's work for the huge cache: purge every cached mapping
- * idle for the delay; returns when the next one is due, 0 if none. */
-uint32_t large_purge_aged(uint32_t now) {
+ * idle for min_age ms; returns when the next one is due, 0 if none. */
+uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
   uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
   size_t ps = os_page_size();
   hak_lock(&large_lock);
@@ -110,9 +110,10 @@ uint32_t large_purge_aged(uint32_t now) {
     hak_segment_t *s = huge_cache[i];
     if (!s || !s->dirty_mask) continue;
     uint32_t age = now - s->freed_ms[0];
-    if (age >= delay) {
+    if (age >= min_age) {
       os_purge((uint8_t *)s + ps, s->map_size - ps);
       s->dirty_mask = 0;
+      *any = true;
     } else if (delay - age < youngest_left) {
       youngest_left = delay - age;
     }

@@ -11,9 +11,9 @@ void   large_free(void *p) HAK_HIDDEN;                /* p's chunk is registered
 size_t large_usable(const void *p) HAK_HIDDEN;
 bool   large_resize_inplace(void *p, size_t size) HAK_HIDDEN;
 bool   large_trim(void) HAK_HIDDEN;
-/* Purge cached huge mappings idle for the purge delay; returns when the next
- * one is due (coarse ms), 0 if none. */
-uint32_t large_purge_aged(uint32_t now) HAK_HIDDEN;
+/* Purge cached huge mappings idle for min_age ms (the purge delay; 0: all);
+ * returns when the next one is due (coarse ms), 0 if none. */
+uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) HAK_HIDDEN;
 void   large_counts(size_t *blocks, size_t *bytes) HAK_HIDDEN;
 
 /* Blocks aligned to 2 MiB or more live outside the registry, on a list. */

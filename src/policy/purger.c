@@ -44,6 +44,7 @@
 #include "front/init.h"
 #include "heap/collect.h"
 #include "large/large.h"
+#include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
 #include "segment/segment.h"
@@ -87,15 +88,16 @@ void purge_arm(uint32_t due) {
   }
 }
 
-bool purge_run(bool force) {
+bool purge_run(int mode) {
   uint32_t now = os_now_ms();
-  uint32_t next = heap_collect_idle(now, force);
+  uint32_t next = heap_collect_idle(now, mode);
   bool any = false;
-  if (force) {
+  if (mode == COLLECT_FORCE) {
     any = segment_trim();
     any |= large_trim();
   } else {
-    uint32_t s = segment_purge_aged(now), l = large_purge_aged(now);
+    uint32_t age = mode == COLLECT_NOW ? 0 : hak_config.purge_delay_ms;
+    uint32_t s = segment_purge_aged(now, age, &any), l = large_purge_aged(now, age, &any);
     if (s && (!next || (int32_t)(s - next) < 0)) next = s;
     if (l && (!next || (int32_t)(l - next) < 0)) next = l;
   }
@@ -110,7 +112,7 @@ static bool purge_if_due(uint32_t d) {
   if ((int32_t)(now - d) < 0) return false;
   if (!atomic_compare_exchange_strong_explicit(&hak_purge_deadline, &d, 0, memory_order_acq_rel, memory_order_relaxed))
     return false;
-  purge_run(false);
+  purge_run(COLLECT_DUE);
   return true;
 }
 
@@ -158,6 +160,9 @@ static void purger_start(void) {
 }
 
 void purge_tick_slow(uint32_t d) {
+  /* Not from inside a fork (another library's prepare handler allocating
+   * while this thread holds every allocator lock): no thread start there. */
+  if (hak_lock_fork_mine()) return;
   if (hak_config.background_purge && atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_NONE &&
       hak_init_done() && !atomic_load_explicit(&purger_stopping, memory_order_relaxed))
     purger_start();

@@ -27,8 +27,11 @@ HAK_INLINE void purge_tick(void) {
   if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d);
 }
 
-/* Purge what is due now (force: everything free, as malloc_trim). */
-bool purge_run(bool force) HAK_HIDDEN;
+/* Collect and purge. mode COLLECT_DUE (heap/collect.h): what the deadline
+ * found due; COLLECT_NOW: collect every heap it can without waiting and purge
+ * all free memory, keeping the mappings; COLLECT_FORCE: malloc_trim, also
+ * unmapping cached segments and huge mappings. True if anything went back. */
+bool purge_run(int mode) HAK_HIDDEN;
 
 void purger_atfork_child(void) HAK_HIDDEN;
 void purger_stop(void) HAK_HIDDEN;  /* library teardown: the thread exits, nothing waits for it */

@@ -73,6 +73,7 @@
  *    no stack (adopted only by a thread freeing into them) and their segments
  *    stay mapped; the takers count is reset. */
 #include "remote/remote.h"
+#include "heap/collect.h"
 #include "heap/heap.h"
 #include "os/lock.h"
 #include "segment/segment.h"
@@ -99,6 +100,9 @@ void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
     page->qnext = top;
   } while (!atomic_compare_exchange_weak_explicit(&h->remote_pages, &top, page, memory_order_release,
                                                   memory_order_relaxed));
+  /* The first page on an empty stack: if the owner does not come for it
+   * within a purge delay, a collector will (heap/collect.c). */
+  if (!top) collect_note_signal(h);
 }
 
 unsigned remote_take(hak_page_t *page, bool keep_queued, void **out_head, void **out_tail) {
@@ -184,6 +188,41 @@ bool adopt_this_page(hak_page_t *p) {
   p->state = HAK_PAGE_FREE;
   HAK_STAT_INC(HAK_EV_ADOPT);
   return true;
+}
+
+/* Process-wide trim: claim the abandoned pages one by one (adopt_page, the
+ * ordinary claim), take in the remote frees piled up on each, retire those
+ * whose blocks have all come back (no block is out, so no thread can push to
+ * them any more) and abandon the others again. */
+bool remote_collect_abandoned(void) {
+  bool any = false;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_t *keep = NULL, *p;
+    while ((p = adopt_page(c)) != NULL) {
+      void *head, *tail;
+      unsigned n = remote_take(p, true, &head, &tail);
+      if (n) {
+        *(void **)tail = p->free;
+        p->free = head;
+        p->used -= n;
+      }
+      if (p->used == 0) {
+        atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
+        segment_page_free(p);
+        any = true;
+      } else {
+        p->next = keep; /* claimed: ours until abandoned again */
+        keep = p;
+      }
+    }
+    while (keep) {
+      hak_page_t *next = keep->next;
+      keep->next = NULL;
+      abandon_page(keep);
+      keep = next;
+    }
+  }
+  return any;
 }
 
 /* Nothing to lock: every change is one CAS. A taker that vanished in the fork

@@ -28,6 +28,9 @@ hak_page_t *adopt_page(unsigned cls) HAK_HIDDEN;
 /* Take this page off the abandoned list if it is still there. */
 bool adopt_this_page(hak_page_t *page) HAK_HIDDEN;
 
+/* Collect abandoned pages' remote frees; retire the empty ones. */
+bool remote_collect_abandoned(void) HAK_HIDDEN;
+
 void remote_atfork_prepare(void) HAK_HIDDEN;
 void remote_atfork_parent(void) HAK_HIDDEN;
 void remote_atfork_child(void) HAK_HIDDEN;

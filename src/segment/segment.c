@@ -333,14 +333,16 @@ static void page_free_locked(hak_page_t *pg, uint32_t now) {
   }
 }
 
-/* The purge deadline's work for segments: every free slice idle for
- * purge_delay_ms goes back, whatever the dirty budget (memory nobody took in
- * a whole delay is not churn). Returns when the next remaining dirty slice
- * will be due, 0 if none is left. */
-uint32_t segment_purge_aged(uint32_t now) {
+/* The purge deadline's work for segments: every free slice idle for min_age
+ * ms (the purge delay) goes back, whatever the dirty budget (memory nobody
+ * took in a whole delay is not churn). Returns when the next remaining dirty
+ * slice will be due, 0 if none is left; *any is set if something was purged. */
+uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
   uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
   hak_lock(&seg_lock);
-  purge_sweep(now, delay);
+  size_t before = dirty_bytes;
+  purge_sweep(now, min_age);
+  if (dirty_bytes != before) *any = true;
   for (hak_segment_t *s = seg_head; s; s = s->next)
     for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
       uint32_t age = now - s->freed_ms[__builtin_ctz(d)];

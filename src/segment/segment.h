@@ -26,9 +26,9 @@ void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 /* The same, its slices stamped as freed at coarse time `freed_ms` (the purge
  * delay counts from there). */
 void segment_page_free_at(hak_page_t *page, uint32_t freed_ms) HAK_HIDDEN;
-/* Purge free slices idle for the purge delay; returns when the next one is
- * due (coarse ms), 0 if none is left. */
-uint32_t segment_purge_aged(uint32_t now) HAK_HIDDEN;
+/* Purge free slices idle for min_age ms (the purge delay; 0: all); returns
+ * when the next one is due (coarse ms), 0 if none is left. */
+uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) HAK_HIDDEN;
 /* Purge every free slice and unmap every empty segment; true if anything went back. */
 bool segment_trim(void) HAK_HIDDEN;
 /* Bytes in free slices of live segments (for mallinfo2). */
