@@ -117,8 +117,15 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
   }
   size_t old;
   if (registry_has(p)) {
-    old = usable_ours(p);
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+#if HAK_CHECKS
+    if (cls != HAK_CLASS_NONE && HAK_UNLIKELY(!block_is_live_start(p))) {
+      report_invalid("realloc", p); /* glibc aborts; the block stays as it is */
+      errno = EINVAL;
+      return NULL;
+    }
+#endif
+    old = usable_ours(p);
     if (cls != HAK_CLASS_NONE) {
       /* Stay in place while the block fits and is not more than twice too big. */
       if (n <= old && (n > old / 2 || old <= 16)) return p;

@@ -5,6 +5,7 @@
 #define HAK_FRONT_H
 
 #include "hak_internal.h"
+#include "guard/block_check.h"
 #include "guard/registry.h"
 #include "heap/heap.h"
 #include "heap/size_class.h"
@@ -26,6 +27,10 @@ extern uintptr_t hak_free_key HAK_HIDDEN;
 /* A free whose block carries the key: report it if it is a double free,
  * finish it otherwise. Called as a tail call, so the fast path stays a leaf. */
 void free_suspect(void *p) HAK_HIDDEN;
+/* A free the fast block-start test did not clear (slice 0, a class with
+ * pages of several slices, or not a block start): the full test, then a
+ * report or the ordinary free. Also a tail call. */
+void free_checked(void *p) HAK_HIDDEN;
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
 #else
 #define HAK_MARK_ALLOCATED(p) ((void)0)
@@ -64,6 +69,12 @@ HAK_INLINE void free_block(void *p) {
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC((unsigned)(b - hak_tls.bins) - 1, HAK_CS_FREE_FAST);
 #if HAK_CHECKS
+    /* Only block starts enter the cache: an interior pointer or one into a
+     * segment header would go to the next malloc (guard/block_check.h). */
+    if (HAK_UNLIKELY(!block_fast_ok(p, &b->check))) {
+      free_checked(p);
+      return;
+    }
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
       free_suspect(p);
       return;

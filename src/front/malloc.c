@@ -2,6 +2,7 @@
  * side they share (refill, flush, large blocks, foreign pointers). */
 #include "front/front.h"
 #include "guard/guard.h"
+#include "guard/unmapped.h"
 #include "large/large.h"
 #include "front/prefix.h"
 #include "policy/purger.h"
@@ -38,6 +39,22 @@ static bool freed_already(hak_bin_t *b, void *p) {
   return heap_block_on_page(hak_tls.heap, p);
 }
 
+HAK_NOINLINE void free_checked(void *p) {
+  if (!block_is_live_start(p)) {
+    if (registry_has(p)) report_invalid("free", p);
+    else free_slow(p); /* the slice map was behind the registry: the slow path decides */
+    return;
+  }
+  if (((uintptr_t *)p)[1] == hak_free_key) {
+    free_suspect(p);
+    return;
+  }
+  hak_bin_t *b = bin_of_block(p);
+  ((uintptr_t *)p)[1] = hak_free_key;
+  if (b->count < b->cap) b->slots[b->count++] = p;
+  else free_slow(p);
+}
+
 HAK_NOINLINE void free_suspect(void *p) {
   hak_bin_t *b = bin_of_block(p);
   if (freed_already(b, p)) {
@@ -70,6 +87,11 @@ HAK_NOINLINE void free_slow(void *p) {
       return;
     }
 #if HAK_CHECKS
+    /* Not a block start (interior, header): never written, never cached. */
+    if (HAK_UNLIKELY(!block_is_live_start(p))) {
+      report_invalid("free", p);
+      return;
+    }
     /* The block may go straight back to its page (a class cache of cap 0),
      * where the fast path's check cannot see it: stamp and check here too. */
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key) && freed_already(bin_of(&hak_tls, cls), p)) {
@@ -84,6 +106,12 @@ HAK_NOINLINE void free_slow(void *p) {
   }
   if (!p) return;
   if (overaligned_free(p)) return;
+  /* A block of ours freed again after its memory went back to the OS:
+   * glibc's free would crash on it. */
+  if (HAK_UNLIKELY(unmapped_recently(p))) {
+    report_invalid("free", p);
+    return;
+  }
   foreign_free(p);
 }
 

@@ -18,6 +18,7 @@
 #include "large/large.h"
 #include "guard/guard.h"
 #include "guard/registry.h"
+#include "guard/unmapped.h"
 #include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
@@ -125,6 +126,7 @@ uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
 static void huge_unmap(hak_segment_t *s) {
   slice_map_set(s, huge_marked(s->map_size), 0);
   s->magic = 0;
+  unmapped_note(s, s->map_size);
   os_unmap(s, s->map_size);
 }
 
@@ -292,6 +294,7 @@ bool overaligned_free(void *p) {
   hak_unlock(&large_lock);
   if (!hit) return false;
   HAK_STAT_INC(HAK_EV_HUGE_FREE);
+  unmapped_note(hit->base, hit->map);
   os_unmap(hit->base, hit->map);
   return true;
 }

@@ -13,6 +13,7 @@
 #include "segment/segment.h"
 #include "segment/page_cache.h"
 #include "guard/registry.h"
+#include "guard/unmapped.h"
 #include "heap/size_class.h"
 #include "os/lock.h"
 #include "os/os.h"
@@ -91,6 +92,7 @@ static void segment_unmap(hak_segment_t *s) {
   free_slice_bytes -= mask_bytes(ALL_SLICES);
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
+  unmapped_note(s, HAK_SEG_SIZE);
   os_unmap(s, HAK_SEG_SIZE);
   HAK_STAT_INC(HAK_EV_SEGMENT_UNMAP);
 }

@@ -1,0 +1,49 @@
+/* block_check.h — is a pointer the start of a block of a live page? (builds
+ * with checks: standard, observe)
+ *
+ * free()'s fast path gets the class from the slice map, which knows only the
+ * slice: an interior pointer (p + 32), or one into a segment header (a stale
+ * huge pointer whose range a segment now uses), would be cached as a block
+ * and handed to the next malloc. So the push is preceded by an exact test in
+ * a few instructions and no memory beyond one table entry: in a slice other
+ * than slice 0, a page of a one-slice class starts at the slice, so p is a
+ * block start exactly when its offset in the slice is k * size with
+ * k < blocks per slice. Divisibility and the bound are one comparison: for
+ * size = 2^s * o (o odd), rotate_right(off * o^-1 mod 2^64, s) equals
+ * off / size when size divides off, and is larger than any block index
+ * otherwise. Slice 0 (the header comes first) and classes whose pages span
+ * several slices take the full test on the slow path (block_is_live_start:
+ * the page record, its start, what has been carved). */
+#ifndef HAK_BLOCK_CHECK_H
+#define HAK_BLOCK_CHECK_H
+
+#include "hak_internal.h"
+
+typedef struct hak_block_check {
+  uint64_t inv;       /* inverse of the size's odd part, mod 2^64 */
+  uint32_t fast_lim;  /* blocks per slice (one-slice classes); 0: always the full test */
+  uint32_t shift;     /* the size's power of two */
+} hak_block_check_t;
+
+/* Indexed like the TLS bins: by the slice map's value (class + 1). */
+extern const hak_block_check_t hak_block_check[HAK_NCLASSES + 2] HAK_HIDDEN;
+
+HAK_INLINE uint64_t block_index(uint64_t off, const hak_block_check_t *c) {
+  uint64_t x = off * c->inv;
+  return (x >> c->shift) | (x << ((64 - c->shift) & 63));
+}
+
+/* The fast path's test, with the entry of p's class (the bin's copy): true
+ * when p may be pushed without the full test. */
+HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
+  uintptr_t a = (uintptr_t)p;
+  return block_index(a & (HAK_SLICE_SIZE - 1), c) < c->fast_lim &&
+         (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
+}
+
+/* The full test: p lies in a registered small segment, on a live page of a
+ * size class, at a block boundary, in the part of the page already carved
+ * (when the page is the calling thread's; otherwise before the page's end). */
+bool block_is_live_start(const void *p) HAK_HIDDEN;
+
+#endif
