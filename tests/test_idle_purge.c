@@ -6,8 +6,9 @@
  *  (2) one 60 MiB block, written, then freed.
  * Then the program goes idle, and resident memory must be back within 2 MiB
  * of the start within two purge delays (HAKMEM_PURGE_DELAY_MS, read from the
- * environment; 100 ms if unset), plus 300 ms of scheduling slack for a loaded
- * machine. The time it took is printed.
+ * environment; 100 ms if unset), plus 1 s of scheduling slack for a loaded
+ * machine (the purger thread may wait that long for a CPU). The time it took
+ * is printed.
  *
  * usage: test_idle_purge bg     idle means no call at all: the background
  *                               purger must do it (HAKMEM_BACKGROUND_PURGE=1,
@@ -19,6 +20,7 @@
  */
 #include "hak_test.h"
 
+#include <fcntl.h>
 #include <time.h>
 
 #define MiB ((size_t)1024 * 1024)
@@ -36,6 +38,22 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* RSS from /proc/self/statm without allocating: the program must stay idle
+ * (fopen and stdio buffers would call malloc, and a slow path would purge). */
+static size_t rss_raw(void)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY);
+    CHECK(fd >= 0, "open /proc/self/statm");
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    CHECK(n > 0, "read /proc/self/statm");
+    buf[n] = 0;
+    char *sp = strchr(buf, ' ');
+    CHECK(sp != NULL, "parse statm");
+    return (size_t)strtoul(sp + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
 /* Wait idle until RSS <= limit or the deadline passes; return ms waited. */
 static double idle_until(size_t limit, double deadline_ms, size_t *rss)
 {
@@ -48,7 +66,7 @@ static double idle_until(size_t limit, double deadline_ms, size_t *rss)
         free(p);
     }
     for (;;) {
-        *rss = ht_rss_bytes();
+        *rss = rss_raw();
         double waited = now_ms() - t0;
         if (*rss <= limit || waited > deadline_ms)
             return waited;
@@ -59,13 +77,16 @@ static double idle_until(size_t limit, double deadline_ms, size_t *rss)
 static void check_case(const char *what, size_t base, size_t full)
 {
     size_t rss;
-    double limit_ms = 2.0 * g_delay_ms + 300;
+    double limit_ms = 2.0 * g_delay_ms + 1000;
     double waited = idle_until(base + 2 * MiB, limit_ms, &rss);
-    printf("test_idle_purge: %s: RSS %.1f -> %.1f -> %.1f MiB after %.0f ms idle (purge delay %u ms)\n", what,
+    char line[400];
+    snprintf(line, sizeof line, "test_idle_purge: %s: RSS %.1f -> %.1f -> %.1f MiB after %.0f ms idle (purge delay %u ms)\n", what,
            (double)base / MiB, (double)full / MiB, (double)rss / MiB, waited, g_delay_ms);
+    ssize_t w = write(1, line, strlen(line));
+    (void)w;
     CHECK(!hak_test_owns || rss <= base + 2 * MiB,
           "%s: %.0f ms after the program went idle, RSS is %.1f MiB, %.1f MiB above its start of %.1f MiB "
-          "(allowed: 2 MiB within two purge delays of %u ms + 300 ms)",
+          "(allowed: 2 MiB within two purge delays of %u ms + 1 s)",
           what, waited, (double)rss / MiB, (double)(rss - base) / MiB, (double)base / MiB, g_delay_ms);
 }
 
@@ -79,16 +100,15 @@ int main(int argc, char **argv)
     if (d && *d)
         g_delay_ms = (unsigned)atoi(d);
     memset(g_small, 0, sizeof g_small); /* resident before the baseline */
-    setvbuf(stdout, NULL, _IONBF, 0);
 
     /* (1) 100 MiB of 1000 B blocks */
-    size_t base = ht_rss_bytes();
+    size_t base = rss_raw();
     for (unsigned i = 0; i < NSMALL; i++) {
         g_small[i] = malloc(ht_hide(1000));
         CHECK(g_small[i] != NULL, "malloc(1000) failed");
         memset(g_small[i], (int)(i | 1), 1000);
     }
-    size_t full = ht_rss_bytes();
+    size_t full = rss_raw();
     CHECK(full >= base + 90 * MiB, "RSS rose only from %.1f to %.1f MiB", (double)base / MiB, (double)full / MiB);
     /* Strided order: pages empty only near the end, all at once. */
     for (unsigned k = 0; k < NSTRIDE; k++)
@@ -97,11 +117,11 @@ int main(int argc, char **argv)
     check_case("100 MiB of 1000 B blocks freed", base, full);
 
     /* (2) one 60 MiB block */
-    base = ht_rss_bytes();
+    base = rss_raw();
     char *big = malloc(ht_hide(60 * MiB));
     CHECK(big != NULL, "malloc(60 MiB) failed");
     memset(big, 0x5a, 60 * MiB);
-    full = ht_rss_bytes();
+    full = rss_raw();
     free(big);
     check_case("a 60 MiB block freed", base, full);
 
