@@ -13,9 +13,10 @@
  * usage: test_idle_purge bg     idle means no call at all: the background
  *                               purger must do it (HAKMEM_BACKGROUND_PURGE=1,
  *                               or a profile that turns it on)
- *        test_idle_purge tick   no background purger: after two delays of
- *                               sleep, one allocation that takes a slow path
- *                               (a 64 KiB block, not written) must return it
+ *        test_idle_purge tick   no background purger: the program is nearly
+ *                               idle, making one allocation that takes a slow
+ *                               path (a 64 KiB block, not written) per delay;
+ *                               those slow paths must return it
  * On glibc (HAKMEM_TEST_PLAIN=1) the figures are printed, not checked.
  */
 #include "hak_test.h"
@@ -57,19 +58,19 @@ static size_t rss_raw(void)
 /* Wait idle until RSS <= limit or the deadline passes; return ms waited. */
 static double idle_until(size_t limit, double deadline_ms, size_t *rss)
 {
-    double t0 = now_ms();
-    if (g_tick) {
-        /* Sleep two delays, then one slow-path call; then only wait. */
-        usleep(2 * g_delay_ms * 1000);
-        void *p = malloc(ht_hide(64 * 1024));
-        CHECK(p != NULL, "malloc(64 KiB) failed");
-        free(p);
-    }
+    double t0 = now_ms(), next_call = t0 + g_delay_ms;
     for (;;) {
         *rss = rss_raw();
         double waited = now_ms() - t0;
         if (*rss <= limit || waited > deadline_ms)
             return waited;
+        if (g_tick && now_ms() >= next_call) {
+            /* Nearly idle: one slow-path call (a 64 KiB block) per delay. */
+            void *p = malloc(ht_hide(64 * 1024));
+            CHECK(p != NULL, "malloc(64 KiB) failed");
+            free(p);
+            next_call += g_delay_ms;
+        }
         usleep(5000);
     }
 }

@@ -35,6 +35,10 @@
  *   remote stack and is skipped.
  * A preempted collector delays only the owner's next slow path, and other
  *   collectors (trylock fails, they move on).
+ * Page caches: the empty pages a heap keeps for reuse (segment/page_cache.c)
+ *   are its owner's, touched under h->lock (large blocks take it too); a
+ *   collector that gets the lock flushes them to the exchange, and purge_run
+ *   sends the exchange back to the segments, so idle memory cannot hide there.
  * What it does not reach: blocks sitting in other threads' TLS caches (only
  *   their owner can touch them; at most a cache's worth per class and
  *   thread), and, outside malloc_trim/hak_collect(true), abandoned pages of
@@ -85,7 +89,14 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
   uint32_t delay = hak_config.purge_delay_ms, next = 0;
   hak_lock(&collect_lock);
   for (hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
-    if (h->unreachable || !atomic_load_explicit(&h->remote_pages, memory_order_acquire)) continue;
+    if (h->unreachable) continue;
+    /* Empty pages the heap keeps for reuse go to the exchange, and from
+     * there (purge_run) to their segments, where the purge policy sees them. */
+    if (heap_trylock(h)) {
+      if (h->pcache.n && !h->awaiting) page_cache_flush(&h->pcache);
+      heap_unlock(h);
+    }
+    if (!atomic_load_explicit(&h->remote_pages, memory_order_acquire)) continue;
     uint32_t since = atomic_load_explicit(&h->remote_since, memory_order_relaxed);
     if (mode == COLLECT_DUE && (int32_t)(now - since) < (int32_t)delay) {
       next = earlier(next, (since + delay) | 1); /* the owner may still come */

@@ -312,7 +312,12 @@ void *large_alloc(size_t size, size_t align, bool zero) {
    * segment's chunk). */
   size_t span = size + slack + (size == 0);
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
-  hak_page_t *pg = page_cache_alloc(thread_page_cache(), n, HAK_CLASS_NONE);
+  /* The thread's page cache under its heap's lock: a collector may flush it
+   * (heap/collect.c). */
+  hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
+  if (h) heap_lock(h);
+  hak_page_t *pg = page_cache_alloc(h ? &h->pcache : NULL, n, HAK_CLASS_NONE);
+  if (h) heap_unlock(h);
   if (!pg) return NULL; /* the segments already tried os_reclaim */
   bool known_zero = pg->known_zero;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
@@ -336,7 +341,10 @@ void large_free(void *p) {
     return;
   }
   HAK_STAT_INC(HAK_EV_LARGE_FREE);
-  page_cache_free(thread_page_cache(), pg);
+  hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
+  if (h) heap_lock(h);
+  page_cache_free(h ? &h->pcache : NULL, pg);
+  if (h) heap_unlock(h);
 }
 
 size_t large_usable(const void *p) {

@@ -47,6 +47,7 @@
 #include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
+#include "segment/page_cache.h"
 #include "segment/segment.h"
 
 #include <errno.h>
@@ -91,9 +92,9 @@ void purge_arm(uint32_t due) {
 bool purge_run(int mode) {
   uint32_t now = os_now_ms();
   uint32_t next = heap_collect_idle(now, mode);
-  bool any = false;
+  bool any = page_cache_trim();
   if (mode == COLLECT_FORCE) {
-    any = segment_trim();
+    any |= segment_trim();
     any |= large_trim();
   } else {
     uint32_t age = mode == COLLECT_NOW ? 0 : hak_config.purge_delay_ms;

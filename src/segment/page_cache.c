@@ -27,7 +27,9 @@
  * process. */
 #include "segment/page_cache.h"
 #include "segment/segment.h"
+#include "os/os.h"
 #include "policy/config.h"
+#include "policy/purger.h"
 #include "stats/stats.h"
 
 #define KEYS (HAK_NCLASSES + HAK_SLICES + 1)
@@ -130,6 +132,9 @@ void page_cache_free(hak_page_cache_t *c, hak_page_t *pg) {
 
 static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
   segment_page_detach(pg);
+  /* Cached pages stay resident: the purge deadline sends them back to their
+   * segments if the program goes idle (policy/purger.c). */
+  purge_arm((os_now_ms() + hak_config.purge_delay_ms) | 1);
   unsigned n = pg->slice_count, max = local_max();
   if (!c || n > max) {
     exchange_put(pg);
