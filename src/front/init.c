@@ -58,6 +58,8 @@ static void atfork_child(void) {
     return;
   }
   hak_fork_end();
+  /* First: heap locks left held by threads that are gone are released (or
+   * their heaps set aside) before the heap repair takes them. */
   collect_atfork_child();
   segment_atfork_child();
   large_atfork_child();

@@ -28,7 +28,10 @@
  *   at the fork. In the child, a heap whose lock is held belonged to a thread
  *   that was inside its slow path and is gone: if it was marked busy (its
  *   lists may be half-changed, remote.c) it is marked unreachable and never
- *   collected there; otherwise its lock is released.
+ *   collected there; otherwise its lock is released (the thread held it
+ *   outside a change, e.g. around its page cache for a large block, which
+ *   the child's repair discards anyway). This runs first among the child
+ *   handlers, since the repair of vanished threads' heaps takes their locks.
  * thread exit: heap_destroy runs under h->lock. A heap still awaiting
  *   signals after it (h->awaiting, remote.c) is left alone: its stack is
  *   heap_reap's, which runs under h->lock too. A recycled heap has an empty
