@@ -20,7 +20,11 @@ int main(void) {
   printf("after writing 64 MiB: committed %llu KiB\n", committed_kib());
   for (int i = 0; i < 4096; i++) hak_free(b[i]);
   printf("after freeing it:     committed %llu KiB\n", committed_kib());
-  int released = hak_trim(); /* flush this thread's caches, purge, unmap empty segments */
+  /* Collect other threads' frees into every heap and purge, keeping the
+   * mappings (here there is one thread: it purges what the free left). */
+  int collected = hak_collect(false);
+  printf("after hak_collect (%d): committed %llu KiB\n", collected, committed_kib());
+  int released = hak_trim(); /* the same, and unmap empty segments and cached huge mappings */
   printf("after hak_trim (%d):   committed %llu KiB\n", released, committed_kib());
   return 0;
 }
