@@ -65,13 +65,14 @@ HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
 /* One lookup tells the block's class (or that it is not a small block of
  * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  hak_bin_t *b = bin_of_block(p);
+  unsigned off = slice_map_bin_offset(p);
+  hak_bin_t *b = (hak_bin_t *)((char *)hak_tls.bins + off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC((unsigned)(b - hak_tls.bins) - 1, HAK_CS_FREE_FAST);
 #if HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
      * segment header would go to the next malloc (guard/block_check.h). */
-    if (HAK_UNLIKELY(!block_fast_ok(p, &b->check))) {
+    if (HAK_UNLIKELY(!block_fast_ok(p, block_check_at(off)))) {
       free_checked(p);
       return;
     }

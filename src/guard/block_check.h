@@ -8,7 +8,9 @@
  * a few instructions and no memory beyond one table entry: in a slice other
  * than slice 0, a page of a one-slice class starts at the slice, so p is a
  * block start exactly when its offset in the slice is k * size with
- * k < blocks per slice. Divisibility and the bound are one comparison: for
+ * k < blocks per slice (a read-only table indexed like the bins; no
+ * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
+ * reserve, does not grow). Divisibility and the bound are one comparison: for
  * size = 2^s * o (o odd), rotate_right(off * o^-1 mod 2^64, s) equals
  * off / size when size divides off, and is larger than any block index
  * otherwise. Slice 0 (the header comes first) and classes whose pages span
@@ -33,7 +35,14 @@ HAK_INLINE uint64_t block_index(uint64_t off, const hak_block_check_t *c) {
   return (x >> c->shift) | (x << ((64 - c->shift) & 63));
 }
 
-/* The fast path's test, with the entry of p's class (the bin's copy): true
+_Static_assert(sizeof(hak_block_check_t) == 16, "indexed by the slice map's bin offsets");
+
+/* The entry for a slice-map bin offset (bin index * 16, guard/registry.h). */
+HAK_INLINE const hak_block_check_t *block_check_at(unsigned bin_offset) {
+  return (const hak_block_check_t *)((const char *)hak_block_check + bin_offset);
+}
+
+/* The fast path's test, with the entry of p's class: true
  * when p may be pushed without the full test. */
 HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
   uintptr_t a = (uintptr_t)p;

@@ -36,13 +36,8 @@
 #define HAK_SLICE_NUM_BITS (HAK_VA_BITS - HAK_SLICE_SHIFT)   /* 32: a slice number fits uint32_t */
 #define HAK_LEAF_BITS      20                                 /* 2^20 slices = 64 GiB per leaf */
 #define HAK_TOP_ENTRIES    ((size_t)1 << (HAK_SLICE_NUM_BITS - HAK_LEAF_BITS))
-/* Entries are bin offsets: bin index * sizeof(hak_bin_t) (checked in front.h;
- * builds with checks keep the block-start test in the bin: 32 bytes). */
-#if HAK_CHECKS
-#define HAK_SLICE_MAP_SCALE 32u
-#else
+/* Entries are bin offsets: bin index * sizeof(hak_bin_t) (checked in front.h). */
 #define HAK_SLICE_MAP_SCALE 16u
-#endif
 
 typedef uint16_t hak_slice_entry_t;
 

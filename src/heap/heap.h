@@ -10,19 +10,12 @@
 
 #include "hak_internal.h"
 #include "os/lock.h"
-#include "guard/block_check.h"
 #include "segment/page_cache.h"
 
 typedef struct hak_bin {
   void   **slots;    /* LIFO stack of free blocks */
   uint32_t count;
   uint32_t cap;      /* 0 until the thread's heap exists, and after it is gone */
-#if HAK_CHECKS
-  /* The class's block-start test (guard/block_check.h), copied here so the
-   * free path reads it from the bin's own cache line; all zero (always the
-   * full test) until the heap exists. */
-  hak_block_check_t check;
-#endif
 } hak_bin_t;
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };

@@ -142,9 +142,6 @@ bool thread_heap_init(hak_tls_t *t) {
     hak_bin_t *b = bin_of(t, c);
     b->slots = slot;
     b->count = 0;
-#if HAK_CHECKS
-    b->check = hak_block_check[c + 1];
-#endif
     slot += hak_config.tcache_slots[c];
     h->batch[c] = 4;
     h->allocates[c] = 0; /* a recycled heap starts afresh */
