@@ -35,5 +35,9 @@ if not declared:
     bad.append("no function found in include/hakmem.h")
 if bad:
     print("test_api_doc: FAIL\n  " + "\n  ".join(bad))
+    print("A new public function needs: a '### `name`' section in docs/api.md (signature, errors,\n"
+          "cost), a '- `name(args)`: what it does.' line between <!-- api:begin --> and <!-- api:end -->\n"
+          "in README.md, and a call in one of examples/*.c (a new family: a new example, listed in\n"
+          "examples/CMakeLists.txt).")
     sys.exit(1)
 print("test_api_doc: %d functions declared, documented, listed and used by an example: ok" % len(declared))
