@@ -20,7 +20,8 @@ HAK_EXPORT void *hak_malloc(size_t n) __attribute__((alias("malloc"), copy(mallo
 HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
 #endif
 
-HAK_NOINLINE void *alloc_class_slow(unsigned cls) {
+HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
+  unsigned cls = class_of_bin_off(fast_bin_off(b));
   void *p = heap_refill_alloc(&hak_tls, cls);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
   else HAK_MARK_ALLOCATED(p);

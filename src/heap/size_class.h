@@ -7,7 +7,16 @@
 
 #include "hak_internal.h"
 
-extern const uint8_t  hak_small_class_tab[HAK_SMALL_TAB_MAX / 16 + 1] HAK_HIDDEN;
+/* A class's bin offset is where its cache sits in the thread's bins, in
+ * bytes: (class + 1) * 16 (bins[0] is the "not ours" sentinel). The slice
+ * map holds the same offsets, and the small-size table holds them instead
+ * of class numbers, so malloc's fast path goes from size to cache with one
+ * load and no arithmetic. */
+#define HAK_BIN_BYTES 16u
+HAK_INLINE unsigned bin_off_of_class(unsigned cls) { return (cls + 1) * HAK_BIN_BYTES; }
+HAK_INLINE unsigned class_of_bin_off(unsigned off) { return off / HAK_BIN_BYTES - 1; }
+
+extern const uint16_t hak_small_bin_tab[HAK_SMALL_TAB_MAX / 16 + 1] HAK_HIDDEN;
 extern const uint32_t hak_class_size[HAK_NCLASSES + 1] HAK_HIDDEN;
 
 /* Valid for 1024 < n <= HAK_MID_MAX. */
@@ -18,7 +27,7 @@ HAK_INLINE unsigned size_class_mid(size_t n) {
 
 /* Valid for n <= HAK_MID_MAX (n == 0 maps to the smallest class). */
 HAK_INLINE unsigned size_class_of(size_t n) {
-  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX)) return hak_small_class_tab[(n + 15) >> 4];
+  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX)) return class_of_bin_off(hak_small_bin_tab[(n + 15) >> 4]);
   return size_class_mid(n);
 }
 
