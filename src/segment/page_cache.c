@@ -20,9 +20,10 @@
  *    never stranded with a dead thread.
  * Pages in a cache or the exchange are detached from the slice map (a free of
  * a stale pointer into them is reported, as for any free slice) and stay
- * resident; the bounds keep that small: 16 slices (1 MiB) per thread and 64
- * (4 MiB) in the exchange in the speed profile (balanced 8 and 16, lean 2
- * and 8), and before a new segment is mapped the calling thread's cache and
+ * resident; the bounds keep that small: 4 slices (256 KiB) per thread and 8
+ * (512 KiB) in the exchange in the speed profile (2 and 4 otherwise): each
+ * cached page keeps its segment from being unmapped when it empties, so
+ * larger caches held tens of MiB after a burst of frees (test_release). And before a new segment is mapped the calling thread's cache and
  * the exchange go back to their segments, so caching never grows the
  * process. */
 #include "segment/page_cache.h"
@@ -40,10 +41,10 @@ static _Atomic(size_t) exchange_slices;
 HAK_INLINE unsigned key_of(unsigned n, unsigned cls) { return cls < HAK_NCLASSES ? cls : HAK_NCLASSES + n; }
 
 static unsigned local_max(void) {
-  return hak_config.profile == HAK_PROFILE_SPEED ? 16 : hak_config.profile == HAK_PROFILE_BALANCED ? 8 : 2;
+  return hak_config.profile == HAK_PROFILE_SPEED ? 4 : 2;
 }
 static unsigned exchange_max(void) {
-  return hak_config.profile == HAK_PROFILE_SPEED ? 64 : hak_config.profile == HAK_PROFILE_BALANCED ? 16 : 8;
+  return hak_config.profile == HAK_PROFILE_SPEED ? 8 : 4;
 }
 
 static void push_chain(unsigned key, hak_page_t *first, hak_page_t *last) {
