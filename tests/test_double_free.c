@@ -4,6 +4,8 @@
  * (glibc aborts here; this is HAKMEM's own defined answer, so the test has no
  * glibc baseline.) Registered only for builds with checks. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,19 @@ static int run_child(size_t size, int fd) {
   free(b);
   free(c);
   _exit(0);
+}
+
+/* In a child whose stderr is /dev/full (the report's write fails with
+ * ENOSPC): a reported double free leaves errno as it was, as free does. */
+static int run_errno_child(void) {
+  int full = open("/dev/full", O_WRONLY);
+  if (full < 0) _exit(0); /* no /dev/full: nothing to check */
+  dup2(full, 2);
+  char *a = malloc(100);
+  free(a);
+  errno = 4321;
+  free(a);
+  _exit(errno == 4321 ? 0 : 5);
 }
 
 int main(void) {
@@ -59,6 +74,15 @@ int main(void) {
       return fail("the double free was not reported");
     }
   }
-  printf("test_double_free: OK: double frees of cached blocks (16 B - 20 KB) reported and ignored\n");
+  pid_t pid = fork();
+  if (pid == 0) run_errno_child();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "test_double_free: errno child status 0x%x\n", status);
+    return fail("reporting a double free (its write to stderr failing) changed errno");
+  }
+  printf("test_double_free: OK: double frees of cached blocks (16 B - 20 KB) reported and ignored; errno "
+         "unchanged by a report whose write fails\n");
   return 0;
 }

@@ -5,6 +5,7 @@
 #include "stats/stats.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -52,6 +53,7 @@ static void put_hex(char *buf, uintptr_t v) {
 }
 
 void report_bad(const char *fn, const char *problem, const void *p) {
+  int saved = errno; /* free and realloc leave errno alone, even when the write fails */
   char hex[20], msg[160];
   put_hex(hex, (uintptr_t)p);
   size_t n = 0;
@@ -64,4 +66,5 @@ void report_bad(const char *fn, const char *problem, const void *p) {
   }
   ssize_t w = write(STDERR_FILENO, msg, n);
   (void)w;
+  errno = saved;
 }
