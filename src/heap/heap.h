@@ -51,6 +51,7 @@ struct hak_heap {
   hak_heap_t *live_next, *live_prev;    /* heaps in use by a thread (a forked child repairs them) */
   _Atomic(uint32_t) busy;               /* owner is changing the page lists (see remote.c) */
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
+  int         tid;                      /* kernel id of the thread using it (see thread.c) */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
   void      **slot_store;               /* backing store of the bins' slots */

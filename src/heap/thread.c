@@ -11,8 +11,11 @@
 #include "policy/config.h"
 #include "stats/stats.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 __thread hak_tls_t hak_tls;
 
@@ -22,6 +25,7 @@ static hak_lock_t pool_lock = HAK_LOCK_NAMED("heap_pool");
 static hak_heap_t *pool_free;
 static hak_heap_t *live_heaps;
 static hak_heap_t *dying_heaps;
+static hak_heap_t *live_cursor; /* next live heap to check for a vanished thread */
 
 static hak_lock_t shared_lock = HAK_LOCK_NAMED("shared_heap");
 static hak_heap_t shared_heap;
@@ -49,6 +53,7 @@ static void live_add(hak_heap_t *h) {
 }
 
 static void live_remove(hak_heap_t *h) {
+  if (live_cursor == h) live_cursor = h->live_next;
   if (h->live_prev) h->live_prev->live_next = h->live_next; else live_heaps = h->live_next;
   if (h->live_next) h->live_next->live_prev = h->live_prev;
   h->live_next = h->live_prev = NULL;
@@ -74,16 +79,52 @@ static void reap_dying(bool lost) {
   }
 }
 
-static hak_heap_t *heap_new(void) {
+/* A heap created in the last round of key destructors (a destructor of
+ * another key allocating first there) never gets its own destructor run:
+ * glibc runs no further round. Each thread start looks at up to two live
+ * heaps, round robin, and takes back one whose thread no longer exists
+ * (tgkill says ESRCH: it ran no more code, so the heap is not half-changed;
+ * a tid reused since only delays this). Torn down like at thread exit; the
+ * blocks that thread still had cached are lost. Under pool_lock. */
+static hak_heap_t *vanished_heap(int self) {
+  for (int i = 0; i < 2; i++) {
+    hak_heap_t *h = live_cursor ? live_cursor : live_heaps;
+    if (!h) return NULL;
+    live_cursor = h->live_next;
+    if (h->tid == self || atomic_load_explicit(&h->busy, memory_order_acquire)) continue;
+    int saved = errno;
+    bool gone = syscall(SYS_tgkill, (int)getpid(), h->tid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    if (gone) {
+      live_remove(h);
+      return h;
+    }
+  }
+  return NULL;
+}
+
+static void heap_retire(hak_heap_t *h, bool destroyed);
+
+static hak_heap_t *heap_new(int tid) {
   hak_lock(&pool_lock);
   if (dying_heaps) reap_dying(false);
+  hak_heap_t *gone = live_heaps && live_heaps->live_next ? vanished_heap(tid) : NULL;
   hak_heap_t *h = pool_free;
   if (h) {
     pool_free = h->pool_next;
     h->pool_next = NULL;
+    h->tid = tid;
     live_add(h);
   }
   hak_unlock(&pool_lock);
+  if (gone) {
+    /* torn down like at thread exit (heap_retire takes it off the live list) */
+    hak_lock(&pool_lock);
+    live_add(gone);
+    hak_unlock(&pool_lock);
+    heap_retire(gone, heap_destroy(gone));
+    HAK_STAT_INC(HAK_EV_THREAD_EXIT);
+  }
   if (h) return h;
   h = os_map(heap_bytes());
   if (!h) return NULL;
@@ -93,6 +134,7 @@ static hak_heap_t *heap_new(void) {
     h->all_next = head;
   } while (!atomic_compare_exchange_weak_explicit(&all_heaps, &head, h, memory_order_release, memory_order_relaxed));
   hak_lock(&pool_lock);
+  h->tid = tid;
   live_add(h);
   hak_unlock(&pool_lock);
   return h;
@@ -129,12 +171,17 @@ static void thread_exit(void *arg) {
   HAK_STAT_INC(HAK_EV_THREAD_EXIT);
 }
 
-void thread_key_init(void) { pthread_key_create(&exit_key, thread_exit); }
+/* Without its exit key a heap would never be torn down, and exit_key (0)
+ * would name another library's key: threads then use the shared heap. */
+static bool exit_key_ok;
+
+void thread_key_init(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
 
 bool thread_heap_init(hak_tls_t *t) {
   if (t->state != HAK_THREAD_NEW) return t->state == HAK_THREAD_LIVE;
   if (!hak_init_done() && !hak_init()) return false;
-  hak_heap_t *h = heap_new();
+  if (HAK_UNLIKELY(!exit_key_ok)) return false;
+  hak_heap_t *h = heap_new((int)syscall(SYS_gettid));
   if (!h) return false;
   void **slot = h->slot_store;
   heap_lock(h); /* a collector may look at a recycled heap */
@@ -245,6 +292,8 @@ void heap_atfork_child(void) {
   hak_lock_reset(&pool_lock);
   hak_lock_reset(&shared_lock);
   hak_heap_t *mine = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
+  if (mine) mine->tid = (int)syscall(SYS_gettid); /* the survivor has a new kernel id */
+  live_cursor = NULL;
   hak_heap_t *h = live_heaps;
   while (h) {
     hak_heap_t *next = h->live_next;
