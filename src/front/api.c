@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "front/prefix.h"
+#include "front/valgrind.h"
 
 /* Requests above PTRDIFF_MAX fail at once, as in glibc. */
 #define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
@@ -26,7 +27,7 @@ static void *fail_enomem(void) {
   return NULL;
 }
 
-HAK_EXPORT void *calloc(size_t count, size_t size) {
+HAK_INLINE void *calloc_core(size_t count, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail_enomem();
   if (HAK_LIKELY(total <= HAK_MID_MAX)) {
@@ -38,6 +39,10 @@ HAK_EXPORT void *calloc(size_t count, size_t size) {
   void *p = large_alloc(total, HAK_MIN_ALIGN, true);
   purge_tick();
   return p ? p : fail_enomem();
+}
+
+HAK_EXPORT void *calloc(size_t count, size_t size) {
+  HAK_VG_RETURN_ALLOC(calloc_core(count, size), count * size, true);
 }
 
 static void *aligned_core(size_t align, size_t size) {
@@ -68,30 +73,45 @@ static void *memalign_glibc(size_t align, size_t size) {
 HAK_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
   if (align == 0 || (align % sizeof(void *)) != 0 || (align & (align - 1)) != 0) return EINVAL;
   int saved = errno;
+  HAK_VG_ENTER();
   void *p = aligned_core(align, size);
+  HAK_VG_LEAVE();
   errno = saved;
   if (!p) return ENOMEM;
+  HAK_VG_ALLOCATED(p, size);
   *out = p;
   return 0;
 }
 
-HAK_EXPORT void *aligned_alloc(size_t align, size_t size) { return memalign_glibc(align, size); }
-HAK_EXPORT void *memalign(size_t align, size_t size) { return memalign_glibc(align, size); }
-HAK_EXPORT void *valloc(size_t size) { return aligned_core(os_page_size(), size); }
+HAK_EXPORT void *aligned_alloc(size_t align, size_t size) { HAK_VG_RETURN_ALLOC(memalign_glibc(align, size), size, false); }
+HAK_EXPORT void *memalign(size_t align, size_t size) { HAK_VG_RETURN_ALLOC(memalign_glibc(align, size), size, false); }
+HAK_EXPORT void *valloc(size_t size) { HAK_VG_RETURN_ALLOC(aligned_core(os_page_size(), size), size, false); }
 
 HAK_EXPORT void *pvalloc(size_t size) {
   size_t ps = os_page_size();
   if (size > HAK_MAX_REQUEST) return fail_enomem();
   size_t rounded = size ? align_up(size, ps) : ps;
-  return aligned_core(ps, rounded);
+  HAK_VG_RETURN_ALLOC(aligned_core(ps, rounded), rounded, false);
 }
 
-HAK_EXPORT size_t malloc_usable_size(void *p) {
+HAK_INLINE size_t usable_size_core(void *p) {
   if (!p) return 0;
   if (registry_has(p)) return usable_ours(p);
   size_t u;
   if (overaligned_owns(p, &u)) return u;
   return foreign_usable_size(p);
+}
+
+HAK_EXPORT size_t malloc_usable_size(void *p) {
+#if HAK_VALGRIND
+  HAK_VG_ENTER();
+  size_t u = usable_size_core(p);
+  HAK_VG_LEAVE();
+  if (registry_has(p) || overaligned_owns(p, NULL)) HAK_VG_USABLE(p, u);
+  return u;
+#else
+  return usable_size_core(p);
+#endif
 }
 
 /* The old block of a realloc that moved goes straight back to its page, not
@@ -110,6 +130,9 @@ static void free_moved(void *p) {
 }
 
 HAK_EXPORT void *realloc(void *p, size_t n) {
+#if HAK_VALGRIND
+  return vg_realloc(p, n);
+#endif
   if (!p) return alloc_small_or_large(n);
   if (n == 0) { /* glibc frees and returns NULL */
     free_block(p);
@@ -152,8 +175,11 @@ HAK_EXPORT void *reallocarray(void *p, size_t count, size_t size) {
 /* Process-wide: this thread's caches go back to their pages, every heap's
  * remote frees are collected (heap/collect.c), and free memory is purged. */
 HAK_EXPORT int hak_collect(bool force) {
+  HAK_VG_ENTER(); /* flushing writes free blocks */
   heap_flush_all(&hak_tls);
-  return purge_run(force ? COLLECT_FORCE : COLLECT_NOW);
+  int r = purge_run(force ? COLLECT_FORCE : COLLECT_NOW);
+  HAK_VG_LEAVE();
+  return r;
 }
 
 HAK_EXPORT int malloc_trim(size_t pad) {

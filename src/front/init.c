@@ -15,6 +15,7 @@
 #include "stats/stats.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,8 +92,10 @@ bool hak_init(void) {
   config_load();
 #if HAK_CHECKS
   if (!seeded) {
+    /* A raw system call: start-up can run inside a sanitizer's own start-up
+     * (AddressSanitizer's dlsym allocates), before its interceptors work. */
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
     hak_free_key ^= ((uintptr_t)&expect * 0x9e3779b97f4a7c15u) ^ ((uintptr_t)ts.tv_nsec << 17) ^ (uintptr_t)ts.tv_sec;
     seeded = true;
   }

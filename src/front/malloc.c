@@ -6,13 +6,17 @@
 #include "large/large.h"
 #include "front/prefix.h"
 #include "policy/purger.h"
+#include "front/valgrind.h"
 
 HAK_EXPORT void *malloc(size_t n) {
-  return alloc_small_or_large(n);
+  HAK_VG_RETURN_ALLOC(alloc_small_or_large(n), n, false);
 }
 
 HAK_EXPORT void free(void *p) {
+  HAK_VG_FREEING(p);
+  HAK_VG_ENTER();
   free_block(p);
+  HAK_VG_LEAVE();
 }
 
 #if !HAK_PREFIX_ONLY

@@ -8,6 +8,7 @@
 #include "remote/remote.h"
 #include "os/lock.h"
 #include "os/os.h"
+#include "os/vg_quiet.h"
 #include "policy/config.h"
 #include "stats/stats.h"
 
@@ -161,6 +162,7 @@ static void thread_exit(void *arg) {
   if (t->state != HAK_THREAD_LIVE) return;
   hak_heap_t *h = t->heap;
   tcache_publish(t);
+  HAK_VG_ENTER(); /* the flush writes free blocks */
   heap_flush_all(t);
   /* From here on this thread allocates from the shared heap and frees
    * remotely: other TLS destructors may still run after this one. */
@@ -168,6 +170,7 @@ static void thread_exit(void *arg) {
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
   heap_retire(h, heap_destroy(h));
+  HAK_VG_LEAVE();
   HAK_STAT_INC(HAK_EV_THREAD_EXIT);
 }
 

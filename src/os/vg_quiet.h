@@ -1,0 +1,25 @@
+/* vg_quiet.h — in the HAKMEM_VALGRIND build, memcheck's error reporting is
+ * off for the calling thread between HAK_VG_ENTER() and HAK_VG_LEAVE(): the
+ * free blocks HAKMEM reads and writes there (free lists, the double-free
+ * stamp) are NOACCESS to memcheck, and those accesses are not the program's
+ * errors. Nests. Empty in every other build. See front/valgrind.h. */
+#ifndef HAK_VG_QUIET_H
+#define HAK_VG_QUIET_H
+
+#ifndef HAK_VALGRIND
+#define HAK_VALGRIND 0
+#endif
+
+#if HAK_VALGRIND
+#include <valgrind/memcheck.h>
+#define HAK_VG_ENTER() VALGRIND_DISABLE_ERROR_REPORTING
+#define HAK_VG_LEAVE() VALGRIND_ENABLE_ERROR_REPORTING
+/* HAKMEM-only memory the program never sees (read only between ENTER/LEAVE) */
+#define HAK_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS((p), (n))
+#else
+#define HAK_VG_ENTER() ((void)0)
+#define HAK_VG_LEAVE() ((void)0)
+#define HAK_VG_NOACCESS(p, n) ((void)0)
+#endif
+
+#endif
