@@ -84,6 +84,7 @@ static void release(slot_t *s)
     check(s);
     hak_free(s->p);
     s->p = NULL;
+    s->size = 0;
 }
 
 /* ---- the second thread: allocates or frees one slot per request -------- */
@@ -162,7 +163,7 @@ static size_t next_size(input_t *in)
     case 3: case 4: return next16(in) % 1025;                   /* ..1 KiB */
     case 5: return next16(in) % 32769;                          /* ..32 KiB */
     case 6: return 32768 + (size_t)next16(in) * 8;              /* ..544 KiB */
-    default: return ((size_t)1 << 20) + (size_t)next16(in) * 48; /* ~1..4 MiB */
+    default: return ((size_t)1 << 20) + (size_t)next16(in) * 16; /* huge: 1..2 MiB */
     }
 }
 
@@ -194,11 +195,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 3: { /* realloc: the common prefix survives */
             size_t n = next_size(&in);
             check(s);
-            size_t keep = s->size < n ? s->size : n;
+            size_t keep = !s->p ? 0 : s->size < n ? s->size : n;
             unsigned char *q = hak_realloc(s->p, n);
             slot_t old = *s;
             if (!q) {
-                if (n == 0 && s->p) { s->p = NULL; break; } /* realloc(p, 0) frees */
+                if (n == 0 && s->p) { s->p = NULL; s->size = 0; break; } /* realloc(p, 0) frees */
                 if (n == 0) break;
                 fail("realloc failed", s);
             }
