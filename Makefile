@@ -6,7 +6,7 @@ BENCH_DIR ?= build-fast
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS ?=
 
-.PHONY: all build test bench install clean test-ubsan test-tsan
+.PHONY: all build test bench install clean test-ubsan test-tsan fuzz security-table
 
 all: build
 
@@ -35,8 +35,22 @@ test-tsan:
 	cmake --build build-tsan -j $(JOBS)
 	ctest --test-dir build-tsan --output-on-failure -j $(JOBS)
 
+# libFuzzer target (clang), prefix-only library under ASan+UBSan; runs
+# FUZZ_TIME seconds from the stored corpus, new inputs in build-fuzz/corpus.
+FUZZ_TIME ?= 60
+fuzz:
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_FUZZ=ON -DHAKMEM_BUILD_BENCH=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_api
+	mkdir -p build-fuzz/corpus build-fuzz/artifacts
+	build-fuzz/tests/fuzz/fuzz_api -max_total_time=$(FUZZ_TIME) -timeout=30 -rss_limit_mb=4096 -max_len=1024 -len_control=0 -print_final_stats=1 \
+	  -artifact_prefix=build-fuzz/artifacts/ build-fuzz/corpus tests/fuzz/regressions tests/fuzz/corpus
+
+# which bug classes glibc and each HAKMEM build detect (tests/security/)
+security-table: build
+	scripts/security-table.sh $(BUILD_DIR)
+
 install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(BENCH_DIR) build-ubsan build-tsan
+	rm -rf $(BUILD_DIR) $(BENCH_DIR) build-ubsan build-tsan build-fuzz
