@@ -14,12 +14,9 @@
 #include <valgrind/memcheck.h>
 #define HAK_VG_ENTER() VALGRIND_DISABLE_ERROR_REPORTING
 #define HAK_VG_LEAVE() VALGRIND_ENABLE_ERROR_REPORTING
-/* HAKMEM-only memory the program never sees (read only between ENTER/LEAVE) */
-#define HAK_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS((p), (n))
 #else
 #define HAK_VG_ENTER() ((void)0)
 #define HAK_VG_LEAVE() ((void)0)
-#define HAK_VG_NOACCESS(p, n) ((void)0)
 #endif
 
 #endif
