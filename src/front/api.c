@@ -122,6 +122,9 @@ static void free_moved(void *p) {
   if (t->state == HAK_THREAD_LIVE && registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls != HAK_CLASS_NONE) {
+#if HAK_SECURE
+      ((uintptr_t *)p)[1] = hak_free_key; /* a later free of p is a double free */
+#endif
       heap_return_blocks(t->heap, &p, 1);
       return;
     }
@@ -150,6 +153,9 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
 #endif
     old = usable_ours(p);
     if (cls != HAK_CLASS_NONE) {
+#if HAK_SECURE
+      secure_check("realloc", p);
+#endif
       /* Stay in place while the block fits and is not more than twice too big. */
       if (n <= old && (n > old / 2 || old <= 16)) return p;
     } else if (large_resize_inplace(p, n)) {

@@ -36,6 +36,27 @@ void free_checked(void *p) HAK_HIDDEN;
 #endif
 void *alloc_large_slow(size_t n) HAK_HIDDEN;
 
+#ifndef HAK_SECURE
+#define HAK_SECURE 0
+#endif
+#if HAK_SECURE
+/* Secure build (libhakmem-secure.so): free() and realloc() act only on the
+ * start of a block its page has handed out, and a block still carrying the
+ * free key (stamped by free, wiped by malloc; the key is per process) is
+ * freed twice. Either ends the process with one line on stderr. */
+_Noreturn void secure_reject(const char *fn, const char *problem, const void *p) HAK_HIDDEN HAK_COLD;
+HAK_INLINE void secure_check(const char *fn, void *p) {
+  hak_page_t *pg = page_of(p);
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge */
+  if (HAK_UNLIKELY(off >= (uintptr_t)(pg->bump - pg->start) || off % pg->bsize != 0))
+    secure_reject(fn, "invalid pointer (not a block)", p);
+  if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key))
+    secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
+}
+/* C++ sized delete: the size must be one that gives this block. */
+void hak_sized_free_check(void *p, size_t n) HAK_HIDDEN;
+#endif
+
 /* The fast paths reach the thread's bins through the thread pointer's
  * segment register where the compiler can (x86_64, initial-exec TLS): the
  * bin is then addressed as %fs:offset(bin) with the TLS block's offset from
@@ -105,6 +126,11 @@ HAK_INLINE void free_block(void *p) {
       free_checked(p);
       return;
     }
+#endif
+#if HAK_SECURE
+    secure_check("free", p);
+    ((uintptr_t *)p)[1] = hak_free_key;
+#elif HAK_CHECKS
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
       free_suspect(p);
       return;

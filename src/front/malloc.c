@@ -8,6 +8,8 @@
 #include "policy/purger.h"
 #include "front/valgrind.h"
 
+#include <stdlib.h>
+
 HAK_EXPORT void *malloc(size_t n) {
   HAK_VG_RETURN_ALLOC(alloc_small_or_large(n), n, false);
 }
@@ -97,6 +99,11 @@ HAK_NOINLINE void free_slow(void *p) {
       report_invalid("free", p);
       return;
     }
+#endif
+#if HAK_SECURE
+    secure_check("free", p);
+    ((uintptr_t *)p)[1] = hak_free_key;
+#elif HAK_CHECKS
     /* The block may go straight back to its page (a class cache of cap 0),
      * where the fast path's check cannot see it: stamp and check here too. */
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key) && freed_already(bin_of(&hak_tls, cls), p)) {
@@ -119,6 +126,21 @@ HAK_NOINLINE void free_slow(void *p) {
   }
   foreign_free(p);
 }
+
+#if HAK_SECURE
+void secure_reject(const char *fn, const char *problem, const void *p) {
+  report_bad(fn, problem, p); /* aborts in this build */
+  abort();
+}
+
+void hak_sized_free_check(void *p, size_t n) {
+  if (!p || !registry_has(p)) return;
+  unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+  if (cls != HAK_CLASS_NONE) secure_check("delete", p); /* a block start, not freed */
+  bool ok = cls != HAK_CLASS_NONE ? n <= HAK_MID_MAX && size_class_of(n) == cls : n <= large_usable(p);
+  if (!ok) secure_reject("delete", "size does not match the block", p);
+}
+#endif
 
 size_t usable_ours(const void *p) {
   unsigned cls = segment_of(p)->slice_cls[slice_index(p)];

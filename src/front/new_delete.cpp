@@ -78,8 +78,14 @@ HAK_CXX_EXPORT void operator delete(void *p) noexcept { hak_free(p); }
 HAK_CXX_EXPORT void operator delete[](void *p) noexcept { hak_free(p); }
 HAK_CXX_EXPORT void operator delete(void *p, const std::nothrow_t &) noexcept { hak_free(p); }
 HAK_CXX_EXPORT void operator delete[](void *p, const std::nothrow_t &) noexcept { hak_free(p); }
-HAK_CXX_EXPORT void operator delete(void *p, std::size_t) noexcept { hak_free(p); }
-HAK_CXX_EXPORT void operator delete[](void *p, std::size_t) noexcept { hak_free(p); }
+#if HAK_SECURE
+extern "C" void hak_sized_free_check(void *p, std::size_t n);
+#define HAK_SIZED_CHECK(p, n) hak_sized_free_check((p), (n))
+#else
+#define HAK_SIZED_CHECK(p, n) ((void)(n))
+#endif
+HAK_CXX_EXPORT void operator delete(void *p, std::size_t n) noexcept { HAK_SIZED_CHECK(p, n); hak_free(p); }
+HAK_CXX_EXPORT void operator delete[](void *p, std::size_t n) noexcept { HAK_SIZED_CHECK(p, n); hak_free(p); }
 HAK_CXX_EXPORT void operator delete(void *p, std::align_val_t) noexcept { hak_free(p); }
 HAK_CXX_EXPORT void operator delete[](void *p, std::align_val_t) noexcept { hak_free(p); }
 HAK_CXX_EXPORT void operator delete(void *p, std::size_t, std::align_val_t) noexcept { hak_free(p); }

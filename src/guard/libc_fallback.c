@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -57,7 +58,11 @@ void report_bad(const char *fn, const char *problem, const void *p) {
   char hex[20], msg[160];
   put_hex(hex, (uintptr_t)p);
   size_t n = 0;
+#if HAK_SECURE /* the secure build stops at the first sign of misuse */
+  const char *parts[] = {"hakmem: ", fn, ": ", problem, " ", hex, " (aborting)\n"};
+#else
   const char *parts[] = {"hakmem: ", fn, ": ", problem, " ", hex, " (ignored)\n"};
+#endif
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
     size_t l = strlen(parts[i]);
     if (n + l >= sizeof msg) break;
@@ -67,4 +72,7 @@ void report_bad(const char *fn, const char *problem, const void *p) {
   ssize_t w = write(STDERR_FILENO, msg, n);
   (void)w;
   errno = saved;
+#if HAK_SECURE
+  abort();
+#endif
 }
