@@ -4,11 +4,13 @@
 #include "guard/guard.h"
 #include "guard/unmapped.h"
 #include "large/large.h"
-#include "front/prefix.h"
 #include "policy/purger.h"
-#include "front/valgrind.h"
 
 #include <stdlib.h>
+
+/* last: renames the entry points in the prefix-only build */
+#include "front/prefix.h"
+#include "front/valgrind.h"
 
 HAK_EXPORT void *malloc(size_t n) {
   HAK_VG_RETURN_ALLOC(alloc_small_or_large(n), n, false);

@@ -4,7 +4,8 @@
  * that keeps another malloc: a ThreadSanitizer or libFuzzer program, whose
  * runtime owns malloc, calls HAKMEM through include/hakmem.h.
  *
- * Included by malloc.c and api.c after every system header: the entry points
+ * Included by malloc.c and api.c after every system header (a header
+ * included later would have its declarations renamed): the entry points
  * are still written under their standard names, and these macros give them
  * hak_ names instead (function-like, so `struct mallinfo2` is untouched). */
 #ifndef HAK_PREFIX_H
