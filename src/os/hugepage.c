@@ -84,6 +84,7 @@ void *os_map_segment(void) {
       os_account_map(HAK_SEG_SIZE);
       s = p;
       s->_r[0] = 1; /* huge already: no THP advice */
+      s->_r[1] = hak_config.loaded;
       os_name(s, HAK_SEG_SIZE, "hakmem-segment");
       return s;
     }
@@ -93,6 +94,7 @@ void *os_map_segment(void) {
   s = os_map_aligned_unnamed(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
   if (!s) return NULL;
   os_name(s, HAK_SEG_SIZE, "hakmem-segment");
+  s->_r[1] = hak_config.loaded; /* else the options reach it at its next page */
   switch (hak_config.thp) {
     case HAK_THP_ALWAYS: thp_advise(s, HAK_SEG_SIZE, MADV_HUGEPAGE); s->_r[0] = 1; break;
     case HAK_THP_NEVER: thp_advise(s, HAK_SEG_SIZE, MADV_NOHUGEPAGE); s->_r[0] = 1; break;
@@ -101,8 +103,20 @@ void *os_map_segment(void) {
   return s;
 }
 
+/* Called at every page cut from a segment. A segment mapped before the
+ * options were read (an allocation during start-up, e.g. by a sanitizer's
+ * runtime) got neither advice nor hugetlb accounting when mapped (_r[1] is
+ * 0): it gets them here, at its next page, like any other. _r[0]: advised. */
 void os_segment_in_use(void *seg, unsigned used_slices) {
   hak_segment_t *s = seg;
+  if (HAK_UNLIKELY(!s->_r[1] && hak_config.loaded)) {
+    s->_r[1] = 1;
+    if (hak_config.huge_pages) HAK_OS_STAT_INC(HAK_EV_HUGETLB_FALLBACK); /* has normal pages */
+    if (!s->_r[0] && (hak_config.thp == HAK_THP_ALWAYS || hak_config.thp == HAK_THP_NEVER)) {
+      thp_advise(s, HAK_SEG_SIZE, hak_config.thp == HAK_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+      s->_r[0] = 1;
+    }
+  }
   if (hak_config.thp != HAK_THP_AUTO || s->_r[0] || used_slices < THP_DENSE_SLICES) return;
   s->_r[0] = 1;
   thp_advise(s, HAK_SEG_SIZE, MADV_HUGEPAGE);

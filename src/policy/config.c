@@ -52,6 +52,7 @@ void config_load(void) {
     uint32_t start = k < HAK_NCLASSES ? HAK_TCACHE_START_BYTES / hak_class_size[k] : 0;
     c.tcache_start[k] = (uint16_t)(start < c.tcache_cap[k] ? start : c.tcache_cap[k]);
   }
+  c.loaded = true;
   hak_config = c;
   if (c.verbose) options_print(STDERR_FILENO);
 }
