@@ -15,12 +15,14 @@
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef __cplusplus
@@ -119,6 +121,34 @@ static inline size_t ht_rss_bytes(void)
     if (n != 2)
         HT_FAIL("cannot parse /proc/self/statm");
     return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The same, without allocating (no stdio): for programs that must stay
+ * idle while they watch their memory (a malloc could reach a slow path of
+ * the allocator and purge). */
+static inline size_t ht_rss_bytes_raw(void)
+{
+    char buf[128];
+    int fd = open("/proc/self/statm", O_RDONLY);
+    if (fd < 0)
+        HT_FAIL("cannot open /proc/self/statm: %s", strerror(errno));
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        HT_FAIL("cannot read /proc/self/statm");
+    buf[n] = 0;
+    char *sp = strchr(buf, ' ');
+    if (!sp)
+        HT_FAIL("cannot parse /proc/self/statm");
+    return (size_t)strtoul(sp + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Monotonic clock in milliseconds. */
+static inline double ht_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* splitmix64: small, fast, deterministic. */

@@ -38,28 +38,7 @@ static atomic_int g_phase; /* 1: worker may free; 2: worker freed (and trimmed);
 static unsigned g_delay_ms = 100;
 static double g_freed_at;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* RSS from /proc/self/statm without allocating. */
-static size_t rss_raw(void)
-{
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    CHECK(fd >= 0, "open /proc/self/statm");
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0, "read /proc/self/statm");
-    buf[n] = 0;
-    char *sp = strchr(buf, ' ');
-    CHECK(sp != NULL, "parse statm");
-    return (size_t)strtoul(sp + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
@@ -87,7 +66,7 @@ static void *worker(void *arg)
         pause_ms(1);
     for (size_t i = 0; i < NBLK; i++)
         free(g_blk[i]);
-    g_freed_at = now_ms();
+    g_freed_at = ht_now_ms();
     if (strcmp(g_mode, "trim-worker") == 0)
         malloc_trim(0);
     if (strcmp(g_mode, "collect") == 0) {
@@ -190,13 +169,13 @@ int main(int argc, char **argv)
     CHECK(pthread_create(&t, NULL, worker, NULL) == 0, "pthread_create");
     pause_ms(20);
 
-    size_t base = rss_raw();
+    size_t base = ht_rss_bytes_raw();
     for (size_t i = 0; i < NBLK; i++) {
         g_blk[i] = malloc(ht_hide(64));
         CHECK(g_blk[i] != NULL, "malloc(64) failed");
         memset(g_blk[i], (int)(i | 1), 64);
     }
-    size_t full = rss_raw();
+    size_t full = ht_rss_bytes_raw();
     CHECK(full >= base + 150 * MiB, "RSS rose only from %.1f to %.1f MiB", (double)base / MiB, (double)full / MiB);
     atomic_store(&g_phase, 1);
     while (atomic_load(&g_phase) < 2)
@@ -204,13 +183,13 @@ int main(int argc, char **argv)
     if (strcmp(g_mode, "trim-main") == 0)
         malloc_trim(0);
 
-    size_t limit = base + 30 * MiB, rss = rss_raw();
+    size_t limit = base + 30 * MiB, rss = ht_rss_bytes_raw();
     double waited = 0;
     if (idle) {
         double deadline = g_delay_ms + 2000.0;
-        while ((rss = rss_raw()) > limit && (waited = now_ms() - g_freed_at) < deadline)
+        while ((rss = ht_rss_bytes_raw()) > limit && (waited = ht_now_ms() - g_freed_at) < deadline)
             pause_ms(5);
-        waited = now_ms() - g_freed_at;
+        waited = ht_now_ms() - g_freed_at;
     }
     say("test_collect: %s: RSS %.1f -> %.1f -> %.1f MiB%s (%.0f ms after the last free; purge delay %u ms)\n",
         g_mode, (double)base / MiB, (double)full / MiB, (double)rss / MiB,

@@ -32,39 +32,18 @@ static void *g_small[NSMALL];
 static unsigned g_delay_ms = 100;
 static int g_tick;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* RSS from /proc/self/statm without allocating: the program must stay idle
  * (fopen and stdio buffers would call malloc, and a slow path would purge). */
-static size_t rss_raw(void)
-{
-    char buf[128];
-    int fd = open("/proc/self/statm", O_RDONLY);
-    CHECK(fd >= 0, "open /proc/self/statm");
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    CHECK(n > 0, "read /proc/self/statm");
-    buf[n] = 0;
-    char *sp = strchr(buf, ' ');
-    CHECK(sp != NULL, "parse statm");
-    return (size_t)strtoul(sp + 1, NULL, 10) * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* Wait idle until RSS <= limit or the deadline passes; return ms waited. */
 static double idle_until(size_t limit, double deadline_ms, size_t *rss)
 {
-    double t0 = now_ms(), next_call = t0 + g_delay_ms;
+    double t0 = ht_now_ms(), next_call = t0 + g_delay_ms;
     for (;;) {
-        *rss = rss_raw();
-        double waited = now_ms() - t0;
+        *rss = ht_rss_bytes_raw();
+        double waited = ht_now_ms() - t0;
         if (*rss <= limit || waited > deadline_ms)
             return waited;
-        if (g_tick && now_ms() >= next_call) {
+        if (g_tick && ht_now_ms() >= next_call) {
             /* Nearly idle: one slow-path call (a 64 KiB block) per delay. */
             void *p = malloc(ht_hide(64 * 1024));
             CHECK(p != NULL, "malloc(64 KiB) failed");
@@ -103,13 +82,13 @@ int main(int argc, char **argv)
     memset(g_small, 0, sizeof g_small); /* resident before the baseline */
 
     /* (1) 100 MiB of 1000 B blocks */
-    size_t base = rss_raw();
+    size_t base = ht_rss_bytes_raw();
     for (unsigned i = 0; i < NSMALL; i++) {
         g_small[i] = malloc(ht_hide(1000));
         CHECK(g_small[i] != NULL, "malloc(1000) failed");
         memset(g_small[i], (int)(i | 1), 1000);
     }
-    size_t full = rss_raw();
+    size_t full = ht_rss_bytes_raw();
     CHECK(full >= base + 90 * MiB, "RSS rose only from %.1f to %.1f MiB", (double)base / MiB, (double)full / MiB);
     /* Strided order: pages empty only near the end, all at once. */
     for (unsigned k = 0; k < NSTRIDE; k++)
@@ -118,11 +97,11 @@ int main(int argc, char **argv)
     check_case("100 MiB of 1000 B blocks freed", base, full);
 
     /* (2) one 60 MiB block */
-    base = rss_raw();
+    base = ht_rss_bytes_raw();
     char *big = malloc(ht_hide(60 * MiB));
     CHECK(big != NULL, "malloc(60 MiB) failed");
     memset(big, 0x5a, 60 * MiB);
-    full = rss_raw();
+    full = ht_rss_bytes_raw();
     free(big);
     check_case("a 60 MiB block freed", base, full);
 
