@@ -8,14 +8,21 @@
  * of address space, not a 2 MiB segment), in 2 MiB units above, and
  * aligned to 2 MiB, whose first 64 bytes
  * mimic a segment header, so free() routes them with the same registry
- * test; freed mappings wait in a small bounded cache. Alignments of
+ * test; freed mappings wait in the huge cache (huge_cache.c: lock-free,
+ * sized by demand). Alignments of
  * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
  * sit on a short list checked only on the foreign-pointer path.
+ *
+ * No process-wide lock is taken per large block: pages come from the
+ * thread's page cache and the lock-free page exchange (segment/page_cache.c),
+ * huge mappings from the lock-free huge cache, and the live counts are
+ * atomics. Only the over-aligned list has a lock (its blocks are rare).
  *
  * A cached mapping keeps its address range, not its memory: once idle for
  * purge_delay_ms its pages (all but the header page) go back with madvise,
  * so the cache saves system calls without holding resident memory. */
 #include "large/large.h"
+#include "large/huge_cache.h"
 #include "guard/guard.h"
 #include "guard/registry.h"
 #include "guard/unmapped.h"
@@ -29,14 +36,11 @@
 
 #include <string.h>
 
-#define HUGE_CACHE_SLOTS 32
 #define HUGE_MIN_OFFSET 64
 
-static hak_lock_t large_lock = HAK_LOCK_NAMED("large");
-static hak_segment_t *huge_cache[HUGE_CACHE_SLOTS];
-static size_t huge_cached_bytes;
-static size_t huge_live_blocks, huge_live_bytes;
-static uint32_t huge_last_sweep;
+/* Guards only the over-aligned list (alignments of 2 MiB and more: rare). */
+static hak_lock_t overaligned_lock = HAK_LOCK_NAMED("large-overaligned");
+static _Atomic(size_t) huge_live_blocks, huge_live_bytes;
 
 typedef struct overaligned {
   uint64_t magic;
@@ -45,6 +49,16 @@ typedef struct overaligned {
   struct overaligned *next;
 } overaligned_t;
 static overaligned_t *overaligned_list;
+
+static void live_add(size_t blocks, size_t bytes) {
+  atomic_fetch_add_explicit(&huge_live_blocks, blocks, memory_order_relaxed);
+  size_t now = atomic_fetch_add_explicit(&huge_live_bytes, bytes, memory_order_relaxed) + bytes;
+  huge_cache_note_live(now);
+}
+static void live_sub(size_t blocks, size_t bytes) {
+  atomic_fetch_sub_explicit(&huge_live_blocks, blocks, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&huge_live_bytes, bytes, memory_order_relaxed);
+}
 
 /* ---- huge mappings ------------------------------------------------------ */
 
@@ -56,44 +70,6 @@ static bool large_reclaim(void) {
   return a || b;
 }
 
-static hak_segment_t *huge_cache_take(size_t map) {
-  hak_segment_t *best = NULL;
-  int bi = -1;
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-    hak_segment_t *s = huge_cache[i];
-    /* Take a cached mapping up to twice the size (or any up to 2 MiB: sizes
-     * there are in 64 KiB units and would rarely match): its pages are
-     * resident already, which beats mapping and faulting in fresh ones. */
-    size_t most = map <= HAK_SEG_SIZE / 2 ? HAK_SEG_SIZE : 2 * map;
-    if (s && s->map_size >= map && s->map_size <= most && (!best || s->map_size < best->map_size)) {
-      best = s;
-      bi = i;
-    }
-  }
-  if (best) {
-    huge_cache[bi] = NULL;
-    huge_cached_bytes -= best->map_size;
-  }
-  return best;
-}
-
-/* Purge cached mappings idle past the delay (under large_lock: a mapping
- * being purged must not be handed out meanwhile). Uses the header fields a
- * free huge mapping does not need: freed_ms[0] and dirty_mask (1: resident). */
-static void huge_cache_sweep(void) {
-  uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms;
-  if (now - huge_last_sweep < delay / 2) return;
-  huge_last_sweep = now;
-  size_t ps = os_page_size();
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-    hak_segment_t *s = huge_cache[i];
-    if (s && s->dirty_mask && now - s->freed_ms[0] >= delay) {
-      os_purge((uint8_t *)s + ps, s->map_size - ps);
-      s->dirty_mask = 0;
-    }
-  }
-}
-
 /* Slices of a huge mapping the slice map marks as ours: those of its first
  * 2 MiB (where its header and block start are) that it covers. */
 static size_t huge_marked(size_t map) {
@@ -101,29 +77,12 @@ static size_t huge_marked(size_t map) {
   return n < HAK_SLICES ? n : HAK_SLICES;
 }
 
-/* The purge deadline's work for the huge cache: purge every cached mapping
- * idle for min_age ms; returns when the next one is due, 0 if none. */
+/* The purge deadline's work for the huge cache. */
 uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
-  uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
-  size_t ps = os_page_size();
-  hak_lock(&large_lock);
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++) {
-    hak_segment_t *s = huge_cache[i];
-    if (!s || !s->dirty_mask) continue;
-    uint32_t age = now - s->freed_ms[0];
-    if (age >= min_age) {
-      os_purge((uint8_t *)s + ps, s->map_size - ps);
-      s->dirty_mask = 0;
-      *any = true;
-    } else if (delay - age < youngest_left) {
-      youngest_left = delay - age;
-    }
-  }
-  hak_unlock(&large_lock);
-  return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
+  return huge_cache_purge_aged(now, min_age, any);
 }
 
-static void huge_unmap(hak_segment_t *s) {
+void huge_unmap(hak_segment_t *s) {
   slice_map_set(s, huge_marked(s->map_size), 0);
   s->magic = 0;
   unmapped_note(s, s->map_size);
@@ -152,21 +111,17 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
    * freed mappings fit later requests far more often (sizes in 64 KiB units
    * made large_mt's huge cache miss: 15x the system calls). */
   size_t map = need <= HAK_SEG_SIZE ? align_up(need, HAK_SLICE_SIZE) : align_up(need, HAK_SEG_SIZE);
-  hak_lock(&large_lock);
-  hak_segment_t *s = huge_cache_take(map);
-  huge_live_blocks++;
-  huge_cache_sweep();
-  hak_unlock(&large_lock);
-  bool fresh = s == NULL, purged = s && s->dirty_mask == 0;
+  /* A cached mapping up to twice the size (or any up to 2 MiB: sizes there
+   * are in 64 KiB units and would rarely match): its pages are resident
+   * already, which beats mapping and faulting in fresh ones. */
+  size_t most = map <= HAK_SEG_SIZE / 2 ? HAK_SEG_SIZE : 2 * map;
+  bool resident = false;
+  hak_segment_t *s = huge_cache_take(map, most, &resident);
+  bool fresh = s == NULL, purged = s && !resident;
   if (!s) {
     s = huge_map(map);
     if (!s && large_reclaim()) s = huge_map(map); /* out of address space: without the caches */
-    if (!s) {
-      hak_lock(&large_lock);
-      huge_live_blocks--;
-      hak_unlock(&large_lock);
-      return NULL;
-    }
+    if (!s) return NULL;
     s->map_size = map;
     slice_map_set(s, huge_marked(map), HAK_CLASS_NONE + 1);
   }
@@ -174,13 +129,11 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
   s->huge_size = s->map_size - off;
   s->magic = HAK_SEG_MAGIC;
-  hak_lock(&large_lock);
-  huge_live_bytes += s->map_size;
-  hak_unlock(&large_lock);
+  live_add(1, s->map_size);
   uint8_t *p = (uint8_t *)s + off;
   if (zero && !fresh) {
-    /* A cached mapping purged since (dirty_mask 0) reads zero beyond its
-     * first page, which holds the header and is never purged. */
+    /* A cached mapping purged since reads zero beyond its first page,
+     * which holds the header and is never purged. */
     uint8_t *first_page_end = (uint8_t *)s + os_page_size();
     size_t head = p < first_page_end ? (size_t)(first_page_end - p) : 0;
     if (purged && size > head) size = head;
@@ -197,43 +150,13 @@ static void huge_free(hak_segment_t *s, void *p) {
   }
   s->huge_size = 0; /* marks it free: a second free is reported, not obeyed */
   HAK_STAT_INC(HAK_EV_HUGE_FREE);
-  hak_lock(&large_lock);
-  huge_live_blocks--;
-  huge_live_bytes -= s->map_size;
-  hak_segment_t *evict = NULL;
-  size_t budget = hak_config.huge_cache;
-  if (s->map_size <= budget) {
-    int slot = -1;
-    for (int i = 0; i < HUGE_CACHE_SLOTS && slot < 0; i++)
-      if (!huge_cache[i]) slot = i;
-    if (slot < 0) { /* full: replace the oldest-looking (first) entry */
-      slot = 0;
-      evict = huge_cache[0];
-      huge_cached_bytes -= evict->map_size;
-      huge_cache[0] = NULL;
-    }
-    s->freed_ms[0] = os_now_ms();
-    s->dirty_mask = 1;
-    os_set_reclaim(large_reclaim);
-    purge_arm((s->freed_ms[0] + hak_config.purge_delay_ms) | 1);
-    huge_cache[slot] = s;
-    huge_cached_bytes += s->map_size;
-    s = NULL;
-    huge_cache_sweep();
-    /* Keep the cache within the dirty budget. */
-    for (int i = 0; i < HUGE_CACHE_SLOTS && huge_cached_bytes > budget; i++) {
-      if (!huge_cache[i] || i == slot) continue;
-      hak_segment_t *v = huge_cache[i];
-      huge_cache[i] = NULL;
-      huge_cached_bytes -= v->map_size;
-      hak_unlock(&large_lock);
-      huge_unmap(v);
-      hak_lock(&large_lock);
-    }
+  live_sub(1, s->map_size);
+  if (!huge_cache_put(s)) {
+    huge_unmap(s);
+    return;
   }
-  hak_unlock(&large_lock);
-  if (evict) huge_unmap(evict);
-  if (s) huge_unmap(s);
+  os_set_reclaim(large_reclaim);
+  purge_arm((os_now_ms() + hak_config.purge_delay_ms) | 1);
 }
 
 /* ---- over-aligned blocks (alignment >= 2 MiB) --------------------------- */
@@ -255,12 +178,11 @@ static void *overaligned_alloc(size_t size, size_t align, bool zero) {
   o->base = base;
   o->map = map;
   o->usable = (size_t)(base + map - p);
-  hak_lock(&large_lock);
+  hak_lock(&overaligned_lock);
   o->next = overaligned_list;
   overaligned_list = o;
-  huge_live_blocks++;
-  huge_live_bytes += map;
-  hak_unlock(&large_lock);
+  hak_unlock(&overaligned_lock);
+  live_add(1, map);
   HAK_STAT_INC(HAK_EV_HUGE_ALLOC);
   return p;
 }
@@ -268,31 +190,30 @@ static void *overaligned_alloc(size_t size, size_t align, bool zero) {
 bool overaligned_owns(const void *p, size_t *usable) {
   if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
   bool found = false;
-  hak_lock(&large_lock);
+  hak_lock(&overaligned_lock);
   for (overaligned_t *o = overaligned_list; o; o = o->next)
     if ((const uint8_t *)(o + 1) == (const uint8_t *)p) {
       found = true;
       if (usable) *usable = o->usable;
       break;
     }
-  hak_unlock(&large_lock);
+  hak_unlock(&overaligned_lock);
   return found;
 }
 
 bool overaligned_free(void *p) {
   if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
   overaligned_t *hit = NULL;
-  hak_lock(&large_lock);
+  hak_lock(&overaligned_lock);
   for (overaligned_t **pp = &overaligned_list; *pp; pp = &(*pp)->next)
     if ((uint8_t *)(*pp + 1) == (uint8_t *)p) {
       hit = *pp;
       *pp = hit->next;
-      huge_live_blocks--;
-      huge_live_bytes -= hit->map;
       break;
     }
-  hak_unlock(&large_lock);
+  hak_unlock(&overaligned_lock);
   if (!hit) return false;
+  live_sub(1, hit->map);
   HAK_STAT_INC(HAK_EV_HUGE_FREE);
   unmapped_note(hit->base, hit->map);
   os_unmap(hit->base, hit->map);
@@ -371,9 +292,8 @@ static bool huge_remap(hak_segment_t *s, size_t size) {
     return false;
   }
   if (now > was) slice_map_set((uint8_t *)s + (was << HAK_SLICE_SHIFT), now - was, HAK_CLASS_NONE + 1);
-  hak_lock(&large_lock);
-  huge_live_bytes = huge_live_bytes + map - s->map_size;
-  hak_unlock(&large_lock);
+  if (map > s->map_size) live_add(0, map - s->map_size);
+  else live_sub(0, s->map_size - map);
   s->map_size = map;
   s->huge_size = map - off;
   return true;
@@ -393,28 +313,13 @@ bool large_resize_inplace(void *p, size_t size) {
   return huge && huge_remap(s, size);                /* grow in place if the kernel can */
 }
 
-bool large_trim(void) {
-  hak_segment_t *victims[HUGE_CACHE_SLOTS];
-  int n = 0;
-  hak_lock(&large_lock);
-  for (int i = 0; i < HUGE_CACHE_SLOTS; i++)
-    if (huge_cache[i]) {
-      victims[n++] = huge_cache[i];
-      huge_cache[i] = NULL;
-    }
-  huge_cached_bytes = 0;
-  hak_unlock(&large_lock);
-  for (int i = 0; i < n; i++) huge_unmap(victims[i]);
-  return n > 0;
-}
+bool large_trim(void) { return huge_cache_trim(); }
 
 void large_counts(size_t *blocks, size_t *bytes) {
-  hak_lock(&large_lock);
-  *blocks = huge_live_blocks;
-  *bytes = huge_live_bytes;
-  hak_unlock(&large_lock);
+  *blocks = atomic_load_explicit(&huge_live_blocks, memory_order_relaxed);
+  *bytes = atomic_load_explicit(&huge_live_bytes, memory_order_relaxed);
 }
 
-void large_atfork_prepare(void) { hak_lock_fork(&large_lock); }
-void large_atfork_parent(void) { hak_unlock_fork(&large_lock); }
-void large_atfork_child(void) { hak_lock_reset(&large_lock); }
+void large_atfork_prepare(void) { hak_lock_fork(&overaligned_lock); }
+void large_atfork_parent(void) { hak_unlock_fork(&overaligned_lock); }
+void large_atfork_child(void) { hak_lock_reset(&overaligned_lock); }

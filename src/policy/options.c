@@ -66,7 +66,7 @@ static const option_def_t options[] = {
   {"HAKMEM_PURGE_DELAY_MS", OPT_COUNT, true, {100, 50, 10}, 0, 60000, "ms", NULL, FIELD(purge_delay_ms),
    "how long freed memory stays resident before it may be purged"},
   {"HAKMEM_HUGE_CACHE", OPT_SIZE, true, {MiB(64), MiB(16), 0}, 0, (long long)1 << 40, "bytes", NULL, FIELD(huge_cache),
-   "bytes of freed huge mappings (blocks above 960 KiB) kept mapped for reuse; purged after the purge delay"},
+   "floor of the bytes of freed huge mappings (blocks above 960 KiB) kept mapped for reuse: the cache follows demand up to twice the recent peak of live huge bytes, at most 16x this; 0: none; purged after the purge delay"},
   {"HAKMEM_THP", OPT_ENUM, false, {0, 0, 0}, 0, 3, "system|never|auto|always", thp_names, FIELD(thp),
    "transparent huge pages for segments: system (kernel setting), never (MADV_NOHUGEPAGE), auto (MADV_HUGEPAGE once a segment is 3/4 in use), always (MADV_HUGEPAGE on every segment)"},
   {"HAKMEM_HUGE_PAGES", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(huge_pages),

@@ -1,0 +1,172 @@
+/* test_huge_cache - the lock-free huge cache (large/huge_cache.c) under
+ * stress: huge blocks (above 960 KiB, a mapping each) freed by other
+ * threads than their allocators, reused from the cache, resized in place,
+ * purged and trimmed while others take and put entries.
+ *
+ * usage: test_huge_cache [THREADS [GENERATIONS [OPS [SEED]]]]
+ *        (defaults 8 6 300 5)
+ *
+ * THREADS workers (more than the cores: takers and putters get preempted
+ * between their scan and their CAS) allocate blocks of 1..3 MiB (some with
+ * calloc, checked to read zero; some grown or shrunk with realloc), write a
+ * keyed pattern at their head and tail, and swap them through a shared
+ * mailbox: the block taken out, most often another thread's, is checked and
+ * freed. Workers exit after OPS operations and are replaced for GENERATIONS
+ * rounds; meanwhile main calls malloc_trim(0) (which unmaps every cached
+ * entry while others take and put), and forks children that allocate, check
+ * and trim at once (the cache must be consistent in a child whatever the
+ * parent's threads were doing). Run with a 1 ms purge delay and the
+ * background purger, purges claim entries concurrently too. An entry handed
+ * out twice, or purged while in use, shows as a changed pattern (or a calloc
+ * block that is not zero); a corrupted cache as a crash or a hung child
+ * (watchdog).
+ */
+#include "hak_test.h"
+
+#include <malloc.h>
+#include <stdbool.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#define SLOTS 24
+#define RING 2
+#define MIN_SIZE (1000u * 1024)
+#define MAX_SIZE (3u << 20)
+
+static _Atomic(unsigned char *) mailbox[SLOTS];
+static unsigned ops_per_thread = 300;
+static uint64_t seed = 5;
+static atomic_ulong checked;
+
+static void stamp(unsigned char *p, size_t n, uint64_t key)
+{
+    memcpy(p, &key, 8);
+    memcpy(p + 8, &n, 8);
+    ht_fill(p, key, 16, 4096);
+    ht_fill(p, key, n - 4096, n);
+}
+
+static unsigned char *make(ht_rng *r)
+{
+    size_t n = MIN_SIZE + (size_t)ht_below(r, MAX_SIZE - MIN_SIZE);
+    bool zeroed = ht_below(r, 4) == 0;
+    unsigned char *p = zeroed ? calloc(1, n) : malloc(n);
+    CHECK(p != NULL, "malloc(%zu)", n);
+    if (zeroed) {
+        /* Where a reused entry's old contents would show: head, middle, tail. */
+        for (size_t at = 0; at < n; at += n / 7 + 4093)
+            CHECK(p[at] == 0, "calloc(%zu) block %p reads %u at offset %zu", n, (void *)p, p[at], at);
+        CHECK(p[n - 1] == 0, "calloc(%zu) block %p not zero at its end", n, (void *)p);
+    }
+    stamp(p, n, ht_next(r) | 1);
+    if (ht_below(r, 5) == 0) { /* resize: in place (mremap) or moved */
+        size_t m = MIN_SIZE + (size_t)ht_below(r, MAX_SIZE - MIN_SIZE);
+        unsigned char *q = realloc(p, m);
+        CHECK(q != NULL, "realloc(%zu)", m);
+        uint64_t key;
+        memcpy(&key, q, 8);
+        size_t keep = m < n ? m : n;
+        size_t bad = ht_verify(q, key, 16, 4096);
+        CHECK(bad == (size_t)-1, "realloc %zu -> %zu changed offset %zu", n, m, bad);
+        if (keep == n) {
+            bad = ht_verify(q, key, n - 4096, n);
+            CHECK(bad == (size_t)-1, "realloc %zu -> %zu changed the tail at %zu", n, m, bad);
+        }
+        stamp(q, m, key);
+        p = q;
+    }
+    return p;
+}
+
+static void check_free(unsigned char *p)
+{
+    uint64_t key;
+    size_t n;
+    memcpy(&key, p, 8);
+    memcpy(&n, p + 8, 8);
+    CHECK(n >= MIN_SIZE && n <= MAX_SIZE, "block %p has a corrupt header (size %zu)", (void *)p, n);
+    size_t bad = ht_verify(p, key, 16, 4096);
+    if (bad == (size_t)-1) bad = ht_verify(p, key, n - 4096, n);
+    CHECK(bad == (size_t)-1, "block %p of %zu bytes changed at offset %zu", (void *)p, n, bad);
+    free(p);
+    atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
+}
+
+static void *worker(void *arg)
+{
+    ht_rng r = {seed ^ ht_mix64((uintptr_t)arg)};
+    unsigned char *ring[RING] = {0};
+    for (unsigned i = 0; i < ops_per_thread; i++) {
+        unsigned char *p = make(&r);
+        if (ht_below(&r, 4) == 0) { /* a few stay local: freed by their owner */
+            unsigned k = (unsigned)ht_below(&r, RING);
+            if (ring[k]) check_free(ring[k]);
+            ring[k] = p;
+            continue;
+        }
+        unsigned char *old = atomic_exchange(&mailbox[ht_below(&r, SLOTS)], p);
+        if (old) check_free(old);
+    }
+    for (unsigned k = 0; k < RING; k++)
+        if (ring[k]) check_free(ring[k]);
+    return NULL;
+}
+
+static void child_work(void)
+{
+    alarm(20); /* a child that deadlocks is killed, and the parent sees it */
+    ht_rng r = {seed * 31};
+    unsigned char *keep[8];
+    for (int round = 0; round < 10; round++) {
+        for (int i = 0; i < 8; i++) keep[i] = make(&r);
+        for (int i = 0; i < 8; i++) check_free(keep[i]);
+        if (round & 1) malloc_trim(0);
+    }
+    _exit(0);
+}
+
+int main(int argc, char **argv)
+{
+    hak_test_name = "test_huge_cache";
+    hak_test_require_hakmem(hak_test_name);
+    unsigned threads = argc > 1 ? (unsigned)atoi(argv[1]) : 8;
+    unsigned gens = argc > 2 ? (unsigned)atoi(argv[2]) : 6;
+    if (argc > 3) ops_per_thread = (unsigned)atoi(argv[3]);
+    if (argc > 4) seed = strtoull(argv[4], NULL, 10);
+    CHECK(threads >= 1 && threads <= 64, "THREADS in 1..64");
+
+    pthread_t *t = calloc(threads, sizeof *t);
+    unsigned forks = 0, trims = 0;
+    uintptr_t id = 1;
+    for (unsigned i = 0; i < threads; i++)
+        CHECK(pthread_create(&t[i], NULL, worker, (void *)id++) == 0, "pthread_create");
+    for (unsigned g = 0; g < gens; g++) {
+        for (unsigned i = 0; i < threads; i++) {
+            CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
+            CHECK(pthread_create(&t[i], NULL, worker, (void *)id++) == 0, "pthread_create");
+            if ((i & 3) == 0) { malloc_trim(0); trims++; }
+        }
+        if (g % 3 == 1) {
+            pid_t pid = fork();
+            CHECK(pid >= 0, "fork: %s", strerror(errno));
+            if (pid == 0) child_work();
+            int st;
+            CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)",
+                  (int)pid, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+            forks++;
+        }
+    }
+    for (unsigned i = 0; i < threads; i++) CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
+    for (unsigned k = 0; k < SLOTS; k++) {
+        unsigned char *p = atomic_exchange(&mailbox[k], NULL);
+        if (p) check_free(p);
+    }
+    malloc_trim(0);
+    free(t);
+    printf("test_huge_cache: OK: %u threads x %u generations, %lu huge blocks checked and freed, %u trims during the run, %u forked children\n",
+           threads, gens, (unsigned long)atomic_load(&checked), trims, forks);
+    return 0;
+}
