@@ -142,6 +142,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
     return NULL;
   }
   size_t old;
+  void *q;
   if (registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
 #if HAK_CHECKS
@@ -160,12 +161,14 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
       if (n <= old && (n > old / 2 || old <= 16)) return p;
     } else if (large_resize_inplace(p, n)) {
       return p;
+    } else if (n <= HAK_MAX_REQUEST && (q = large_realloc_move(p, n)) != NULL) {
+      return q;
     }
   } else if (!overaligned_owns(p, &old)) {
     return foreign_realloc(p, n);
   }
   if (n > HAK_MAX_REQUEST) return fail_enomem();
-  void *q = alloc_small_or_large(n);
+  q = alloc_small_or_large(n);
   if (!q) return NULL; /* the old block is untouched */
   memcpy(q, p, old < n ? old : n);
   free_moved(p);

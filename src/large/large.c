@@ -313,6 +313,32 @@ bool large_resize_inplace(void *p, size_t size) {
   return huge && huge_remap(s, size);                /* grow in place if the kernel can */
 }
 
+/* Grow a huge block by moving its pages to a new, bigger aligned mapping
+ * (mremap): no copy and no page faults, where malloc + memcpy + free would
+ * touch every byte twice. The old range stops being ours before the kernel
+ * can hand it to anyone else. */
+void *large_realloc_move(void *p, size_t size) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind != HAK_SEG_HUGE || size <= s->huge_size) return NULL;
+  size_t off = s->map_size - s->huge_size, old = s->map_size;
+  if (off + size < size || off + size > (SIZE_MAX >> 1)) return NULL;
+  size_t map = align_up(off + size, HAK_SEG_SIZE);
+  hak_segment_t *t = huge_map(map);
+  if (!t) return NULL;
+  slice_map_set(s, huge_marked(old), 0);
+  if (!os_remap_to(s, old, t, map)) {
+    slice_map_set(s, huge_marked(old), HAK_CLASS_NONE + 1);
+    os_unmap(t, map);
+    return NULL;
+  }
+  unmapped_note(s, old);
+  t->map_size = map; /* the header moved with the pages */
+  t->huge_size = map - off;
+  slice_map_set(t, huge_marked(map), HAK_CLASS_NONE + 1);
+  live_add(0, map - old);
+  return (uint8_t *)t + off;
+}
+
 bool large_trim(void) { return huge_cache_trim(); }
 
 void large_counts(size_t *blocks, size_t *bytes) {

@@ -10,6 +10,9 @@ void  *large_alloc(size_t size, size_t align, bool zero) HAK_HIDDEN;
 void   large_free(void *p) HAK_HIDDEN;                /* p's chunk is registered, class NONE */
 size_t large_usable(const void *p) HAK_HIDDEN;
 bool   large_resize_inplace(void *p, size_t size) HAK_HIDDEN;
+/* A huge block grown by moving its pages (mremap, no copy); NULL if p is not
+ * huge or the kernel cannot (then the caller copies). */
+void  *large_realloc_move(void *p, size_t size) HAK_HIDDEN;
 bool   large_trim(void) HAK_HIDDEN;
 /* Purge cached huge mappings idle for min_age ms (the purge delay; 0: all);
  * returns when the next one is due (coarse ms), 0 if none. */

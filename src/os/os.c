@@ -174,6 +174,21 @@ bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   return true;
 }
 
+/* Move a mapping's pages to dest, a mapping of new_size the caller made and
+ * this replaces, without copying them. On failure nothing changed. */
+bool os_remap_to(void *p, size_t old_size, void *dest, size_t new_size) {
+  need_page_aligned("mremap", p, old_size);
+  need_page_aligned("mremap", dest, new_size);
+  int saved = errno;
+  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dest);
+  HAK_OS_STAT_INC(HAK_EV_MREMAP);
+  if (q == MAP_FAILED) HAK_OS_STAT_INC(HAK_EV_MREMAP_FAIL);
+  errno = saved;
+  if (q == MAP_FAILED) return false;
+  atomic_fetch_sub_explicit(&hak_mapped_bytes, old_size, memory_order_relaxed); /* dest was counted */
+  return true;
+}
+
 static bool (*_Atomic reclaim_fn)(void);
 
 void os_set_reclaim(bool (*fn)(void)) { atomic_store_explicit(&reclaim_fn, fn, memory_order_relaxed); }

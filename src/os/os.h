@@ -15,6 +15,7 @@ void  *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) HAK_HID
 void   os_unmap(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
+bool   os_remap_to(void *p, size_t old_size, void *dest, size_t new_size) HAK_HIDDEN; /* move, no copy */
 size_t os_page_size(void) HAK_HIDDEN;
 uint32_t os_now_ms(void) HAK_HIDDEN;                      /* coarse monotonic clock (vDSO) */
 void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping made outside os_map* */
