@@ -28,6 +28,26 @@ void  *hak_aligned_alloc(size_t alignment, size_t size);
 int    hak_posix_memalign(void **out, size_t alignment, size_t size);
 size_t hak_usable_size(const void *ptr);
 
+/* ---- first-class heaps (docs/api.md, "Heaps") -----------------------------
+ * A heap the program creates and allocates from, from any thread (each call
+ * takes the heap's lock). Its blocks are freed with free()/hak_free from any
+ * thread, or all at once by hak_heap_destroy. A NULL heap means the
+ * process's ordinary allocator (hak_heap_malloc(NULL, n) is hak_malloc(n)).
+ * Blocks above 960 KiB (or aligned above 64 KiB) come from the process even
+ * when asked of a heap: destroy does not free them. */
+typedef struct hak_heap hak_heap_t;
+
+hak_heap_t *hak_heap_new(void);
+void  *hak_heap_malloc(hak_heap_t *heap, size_t size);
+void  *hak_heap_calloc(hak_heap_t *heap, size_t count, size_t size);
+void  *hak_heap_realloc(hak_heap_t *heap, void *ptr, size_t size);
+void  *hak_heap_aligned_alloc(hak_heap_t *heap, size_t alignment, size_t size);
+/* Free every block of the heap at once and the heap itself (work per page,
+ * none per block); pointers into it must not be used any more. */
+void   hak_heap_destroy(hak_heap_t *heap);
+/* The heap goes away; its live blocks stay valid, owned by the process. */
+void   hak_heap_delete(hak_heap_t *heap);
+
 /* ---- statistics (docs/stats.md) -------------------------------------------
  * One set of counters, the one HAKMEM_STATS=1 prints at exit. What a build
  * counts differs (docs/build.md): `valid` says which groups hold figures. */

@@ -7,6 +7,7 @@
 #include "large/large.h"
 #include "os/os.h"
 #include "heap/collect.h"
+#include "heap/user_heap.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
 #include "hakmem.h"
@@ -121,7 +122,7 @@ static void free_moved(void *p) {
   hak_tls_t *t = &hak_tls;
   if (t->state == HAK_THREAD_LIVE && registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
-    if (cls != HAK_CLASS_NONE) {
+    if (cls != HAK_CLASS_NONE && !uheap_class_block(p)) { /* a heap's block: free() sends it home */
 #if HAK_SECURE
       ((uintptr_t *)p)[1] = hak_free_key; /* a later free of p is a double free */
 #endif

@@ -6,6 +6,7 @@
 #include "front/front.h"
 #include "heap/collect.h"
 #include "heap/heap.h"
+#include "heap/user_heap.h"
 #include "large/large.h"
 #include "os/lock.h"
 #include "policy/config.h"
@@ -33,6 +34,7 @@ static void atfork_prepare(void) {
     return;
   }
   hak_fork_begin();
+  uheap_atfork_prepare(); /* first: a heap's lock is taken before the segment lock */
   collect_atfork_prepare();
   heap_atfork_prepare();
   remote_atfork_prepare();
@@ -50,6 +52,7 @@ static void atfork_parent(void) {
   remote_atfork_parent();
   heap_atfork_parent();
   collect_atfork_parent();
+  uheap_atfork_parent();
   hak_fork_end();
 }
 
@@ -66,6 +69,7 @@ static void atfork_child(void) {
   large_atfork_child();
   remote_atfork_child();
   heap_atfork_child();
+  uheap_atfork_child();
   purger_atfork_child();
 }
 

@@ -3,6 +3,7 @@
 #include "front/front.h"
 #include "guard/guard.h"
 #include "guard/unmapped.h"
+#include "heap/user_heap.h"
 #include "large/large.h"
 #include "policy/purger.h"
 
@@ -102,6 +103,17 @@ HAK_NOINLINE void free_slow(void *p) {
       return;
     }
 #endif
+    /* A block of a first-class heap: its slice map entry is a cap-0
+     * sentinel, so it always comes here, and goes back to its heap. */
+    if (HAK_UNLIKELY(uheap_class_block(p))) {
+#if HAK_SECURE
+      secure_check("free", p);
+#endif
+      if (uheap_free(p)) {
+        purge_tick();
+        return;
+      }
+    }
 #if HAK_SECURE
     secure_check("free", p);
     ((uintptr_t *)p)[1] = hak_free_key;

@@ -76,6 +76,10 @@ struct hak_heap {
   uint32_t    retire_stamp;             /* under lock: a collector is at work; freed time of the pages it retires */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
+  /* First-class heaps (heap/user_heap.c): HAK_UHEAP_*, 0 for thread heaps
+   * and the shared heap; their large blocks, linked through page next/prev. */
+  _Atomic(uint8_t) user_state;
+  hak_page_list_t user_large;
 };
 
 /* The calling thread's page cache, NULL if it has no live heap. */

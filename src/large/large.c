@@ -32,6 +32,7 @@
 #include "policy/purger.h"
 #include "segment/segment.h"
 #include "heap/heap.h"
+#include "heap/user_heap.h"
 #include "stats/stats.h"
 
 #include <string.h>
@@ -261,6 +262,8 @@ void large_free(void *p) {
     report_invalid("free", p);
     return;
   }
+  /* Ordinary large pages have no owner; a first-class heap's have it. */
+  if (HAK_UNLIKELY(atomic_load_explicit(&pg->owner, memory_order_acquire) != NULL) && uheap_free_large(pg)) return;
   HAK_STAT_INC(HAK_EV_LARGE_FREE);
   hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
   if (h) heap_lock(h);

@@ -1,0 +1,143 @@
+/* heap_api.c — the public face of first-class heaps (include/hakmem.h,
+ * docs/api.md): argument rules, size to class, errno. The heaps themselves,
+ * and their locking protocol, are in heap/user_heap.c.
+ *
+ * Bad input: a NULL heap is the process's ordinary allocator (as mimalloc's
+ * default heap); a heap that was destroyed or deleted gets a message on
+ * stderr and NULL with errno EINVAL (destroy and delete: the message only);
+ * sizes that overflow, or above PTRDIFF_MAX, get NULL and ENOMEM; an
+ * alignment that is not a power of two gets NULL and EINVAL. */
+#include "front/front.h"
+#include "front/init.h"
+#include "guard/guard.h"
+#include "heap/user_heap.h"
+#include "large/large.h"
+#include "policy/purger.h"
+#include "hakmem.h"
+
+#include <string.h>
+
+#include "front/valgrind.h"
+
+#define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
+
+static void *fail(int err) {
+  errno = err;
+  return NULL;
+}
+
+static void *not_live(const char *fn, hak_heap_t *h) {
+  report_bad(fn, "not a live heap (destroyed or deleted?)", h);
+  return fail(EINVAL);
+}
+
+HAK_EXPORT hak_heap_t *hak_heap_new(void) {
+  if (!hak_init_done() && !hak_init()) return fail(ENOMEM);
+  hak_heap_t *h = uheap_new();
+  return h ? h : fail(ENOMEM);
+}
+
+/* Above the classes: a page of the heap, or (too big for one) a block of
+ * the process. */
+static void *heap_large(hak_heap_t *h, size_t n, size_t align, bool zero) {
+  if (n > HAK_MAX_REQUEST) return fail(ENOMEM);
+  void *p = uheap_large_fits(n, align) ? uheap_alloc_large(h, n, align, zero) : large_alloc(n, align, zero);
+  purge_tick();
+  return p ? p : fail(ENOMEM);
+}
+
+static void *heap_class(hak_heap_t *h, unsigned cls) {
+  void *p = uheap_alloc(h, cls);
+  if (HAK_UNLIKELY(!p)) return uheap_live(h) ? fail(ENOMEM) : not_live("hak_heap_malloc", h);
+  HAK_MARK_ALLOCATED(p);
+  return p;
+}
+
+static void *heap_malloc_core(hak_heap_t *h, size_t n) {
+  if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_malloc", h);
+  if (HAK_LIKELY(n <= HAK_MID_MAX)) return heap_class(h, size_class_of(n));
+  return heap_large(h, n, HAK_MIN_ALIGN, false);
+}
+
+HAK_EXPORT void *hak_heap_malloc(hak_heap_t *h, size_t n) {
+  if (!h) return hak_malloc(n);
+  HAK_VG_RETURN_ALLOC(heap_malloc_core(h, n), n, false);
+}
+
+static void *heap_calloc_core(hak_heap_t *h, size_t count, size_t size) {
+  size_t total;
+  if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail(ENOMEM);
+  if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_calloc", h);
+  if (total > HAK_MID_MAX) return heap_large(h, total, HAK_MIN_ALIGN, true);
+  void *p = heap_class(h, size_class_of(total));
+  if (p) memset(p, 0, total);
+  return p;
+}
+
+HAK_EXPORT void *hak_heap_calloc(hak_heap_t *h, size_t count, size_t size) {
+  if (!h) return hak_calloc(count, size);
+  HAK_VG_RETURN_ALLOC(heap_calloc_core(h, count, size), count * size, true);
+}
+
+static void *heap_aligned_core(hak_heap_t *h, size_t align, size_t size) {
+  if (align == 0 || (align & (align - 1))) return fail(EINVAL);
+  if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_aligned_alloc", h);
+  if (align <= HAK_MIN_ALIGN) return heap_malloc_core(h, size);
+  /* As aligned_alloc: a class whose size is a multiple of align is
+   * align-aligned (pages start on 64 KiB, slice 0's on 8 KiB boundaries). */
+  if (size <= HAK_MID_MAX && align <= HAK_SEG_HDR_SIZE) {
+    unsigned cls = size_class_of(size < align ? align : size);
+    while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
+    if (cls < HAK_NCLASSES) return heap_class(h, cls);
+  }
+  return heap_large(h, size, align, false);
+}
+
+HAK_EXPORT void *hak_heap_aligned_alloc(hak_heap_t *h, size_t align, size_t size) {
+  if (!h) return hak_aligned_alloc(align, size);
+  HAK_VG_RETURN_ALLOC(heap_aligned_core(h, align, size), size, false);
+}
+
+/* p stays where it is if it is h's and the new size fits without wasting
+ * more than half of it; otherwise it moves into h (from wherever it was:
+ * another heap, the process, or not HAKMEM's at all). */
+HAK_EXPORT void *hak_heap_realloc(hak_heap_t *h, void *p, size_t n) {
+  if (!h) return hak_realloc(p, n);
+  if (!p) return hak_heap_malloc(h, n);
+  if (n == 0) { /* as realloc: freed, NULL */
+    hak_free(p);
+    return NULL;
+  }
+  if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_realloc", h);
+  size_t old;
+  if (registry_has(p)) {
+#if HAK_CHECKS
+    if (segment_of(p)->slice_cls[slice_index(p)] != HAK_CLASS_NONE && !block_is_live_start(p)) {
+      report_invalid("hak_heap_realloc", p); /* the block stays as it is */
+      return fail(EINVAL);
+    }
+#endif
+    old = usable_ours(p);
+#if !HAK_VALGRIND
+    if (n <= old && (n > old / 2 || old <= 16) && uheap_of(p) == h) return p;
+#endif
+  } else {
+    old = hak_usable_size(p);
+  }
+  void *q = hak_heap_malloc(h, n);
+  if (!q) return NULL; /* the old block is untouched */
+  memcpy(q, p, old < n ? old : n);
+  hak_free(p);
+  return q;
+}
+
+HAK_EXPORT void hak_heap_destroy(hak_heap_t *h) {
+  if (!h) return;
+  uheap_destroy(h);
+  purge_tick();
+}
+
+HAK_EXPORT void hak_heap_delete(hak_heap_t *h) {
+  if (!h) return;
+  uheap_delete(h);
+}

@@ -1,0 +1,416 @@
+/* user_heap.c — first-class heaps: a program's own heaps (hak_heap_new),
+ * used from any thread, destroyed at once (every block freed, arena style)
+ * or deleted (the heap goes, its live blocks stay valid as the process's).
+ *
+ * A first-class heap is a struct hak_heap (heap.h) that belongs to no
+ * thread: its page lists per class (avail, full) as in a thread heap, plus a
+ * list of its large pages (user_large). It has no block cache of its own
+ * and no thread's cache ever holds its blocks, which is what lets destroy
+ * drop whole pages without looking at a single block:
+ *  - its class pages carry the large sentinel in the slice map
+ *    (HAK_UHEAP_MAP_V): free()'s fast path meets a cap-0 bin and goes to
+ *    free_slow, which sees a class in the segment's slice_cls under a
+ *    sentinel entry and calls uheap_free; the fast path costs what it did;
+ *  - its large pages have owner == the heap (ordinary large pages have
+ *    none): large_free hands them to uheap_free_large;
+ *  - a realloc that moves a heap block frees it with free() (front/api.c);
+ *  - pages are taken from the page exchange or the segments, never adopted
+ *    from exited threads (blocks of those may sit in thread caches), and
+ *    never handed to a thread's page cache.
+ *
+ * Locking. Every change to a heap's pages, from any thread, is made under
+ * the heap's lock (h->lock, heap_lock: a spin lock that yields after 64
+ * spins): hak_heap_malloc and friends take it once per call, and so does
+ * each free() of one of its blocks. That is the cost of using a heap from
+ * any thread: one atomic exchange and one release store per call, and
+ * threads that share a heap take turns. Lock order: uheap_lock (the list of
+ * heaps) before h->lock, h->lock before the segment lock, the page exchange
+ * (lock-free) and the abandoned stacks (lock-free); no two heap locks are
+ * ever held together, and no thread heap's lock is taken under one.
+ *
+ * Heap records are mapped once and never unmapped: after destroy or delete
+ * a record goes to a pool and a later hak_heap_new reuses it, so a stale
+ * pointer to a heap (a free racing a destroy, a second destroy) always
+ * reads a heap record, whose state word (user_state: LIVE, DYING, GONE)
+ * says it is not live.
+ *
+ * free() of a block. free_slow reads the page's owner; if it is a
+ * first-class heap it takes that heap's lock and checks again under it that
+ * the page still belongs to the heap and the slice map still says so.
+ * Then the block goes on its page's free list (used--); a page left empty
+ * goes back to its segment unless it is the class's only page.
+ *  - After hak_heap_delete the page's slice map entry is the class's again
+ *    and its owner is NULL (abandoned): uheap_free returns false and the
+ *    block is freed as any block of the process.
+ *  - After hak_heap_destroy the page was given back: its slices read as free
+ *    (slice_cls NONE), and free() reports an invalid pointer, unless the
+ *    slices were already reused by another page, which no allocator can
+ *    tell from a valid free (as in mimalloc, it is the program's bug).
+ *    Under the lock, a page whose heap is no longer live is reported, never
+ *    freed into.
+ *  - Builds with checks stamp freed blocks (the free key) and look for a
+ *    block carrying the key on its page's free list: a double free is
+ *    reported and ignored; a pointer past what the page has carved is an
+ *    invalid pointer.
+ *
+ * Destroy: under uheap_lock the heap is checked to be live and marked
+ * DYING (a second destroy or delete is reported); then under h->lock every
+ * page goes back to the segments in one batch (segment_pages_free: one
+ * acquisition of the segment lock), counted as returned with its `used`
+ * figure: work per page, none per block. The segments purge the slices on
+ * their usual policy (HAKMEM_PURGE_DELAY_MS; hak_collect now). Delete: the
+ * empty pages go back the same way; the others are fenced (their remote bit
+ * set, as for an abandoned page), get their class's slice map entry back
+ * and are abandoned: the next thread that frees into one or refills the
+ * class adopts it. Then the record goes to the pool.
+ *
+ * Thread exit: nothing; a heap belongs to no thread. A thread preempted
+ * while it holds h->lock delays only the users of that heap (and a fork);
+ * one preempted between reading the owner and taking the lock rechecks
+ * under it. Fork: the prepare handler takes uheap_lock and then every
+ * heap's lock (live and dying), before the segment lock; the parent and
+ * the child release them, so the child's heaps are consistent and usable
+ * (a heap the parent was destroying stays dying in the child, its
+ * remaining pages lost to it: memory only). */
+#include "heap/user_heap.h"
+#include "heap/heap.h"
+#include "heap/size_class.h"
+#include "guard/guard.h"
+#include "os/lock.h"
+#include "os/os.h"
+#include "remote/remote.h"
+#include "segment/page_cache.h"
+#include "segment/segment.h"
+#include "stats/stats.h"
+
+#include <string.h>
+
+#if HAK_CHECKS
+extern uintptr_t hak_free_key HAK_HIDDEN; /* front/malloc.c */
+#endif
+
+static hak_lock_t uheap_lock = HAK_LOCK_NAMED("user_heaps");
+static hak_heap_t *uheap_list; /* live and dying heaps, through live_next/live_prev */
+static hak_heap_t *uheap_pool; /* records for reuse, through pool_next */
+
+/* ---- page lists (as in heap.c) -------------------------------------------- */
+
+static void list_push_head(hak_page_list_t *l, hak_page_t *p) {
+  p->prev = NULL;
+  p->next = l->head;
+  if (l->head) l->head->prev = p; else l->tail = p;
+  l->head = p;
+}
+
+static void list_remove(hak_page_list_t *l, hak_page_t *p) {
+  if (p->prev) p->prev->next = p->next; else l->head = p->next;
+  if (p->next) p->next->prev = p->prev; else l->tail = p->prev;
+  p->next = p->prev = NULL;
+}
+
+HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p->bump < p->end; }
+
+HAK_INLINE uint8_t *page_base(const hak_page_t *p) {
+  return (uint8_t *)segment_of(p) + (size_t)p->first_slice * HAK_SLICE_SIZE;
+}
+
+/* ---- heaps ------------------------------------------------------------------ */
+
+hak_heap_t *uheap_new(void) {
+  hak_lock(&uheap_lock);
+  hak_heap_t *h = uheap_pool;
+  if (h) uheap_pool = h->pool_next;
+  hak_unlock(&uheap_lock);
+  if (!h) {
+    h = os_map(align_up(sizeof(hak_heap_t), os_page_size()));
+    if (!h) return NULL;
+  }
+  /* A pooled record's lists are empty: destroy and delete leave them so. */
+  h->pool_next = NULL;
+  atomic_store_explicit(&h->user_state, HAK_UHEAP_LIVE, memory_order_release);
+  hak_lock(&uheap_lock);
+  h->live_prev = NULL;
+  h->live_next = uheap_list;
+  if (uheap_list) uheap_list->live_prev = h;
+  uheap_list = h;
+  hak_unlock(&uheap_lock);
+  return h;
+}
+
+bool uheap_live(hak_heap_t *h) {
+  return atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE;
+}
+
+/* Live and ours -> DYING, under uheap_lock; false (reported) otherwise. */
+static bool begin_teardown(hak_heap_t *h, const char *fn) {
+  hak_lock(&uheap_lock);
+  hak_heap_t *x = uheap_list;
+  while (x && x != h) x = x->live_next;
+  bool ok = x && atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE;
+  if (ok) atomic_store_explicit(&h->user_state, HAK_UHEAP_DYING, memory_order_relaxed);
+  hak_unlock(&uheap_lock);
+  if (!ok) report_bad(fn, "not a live heap (destroyed or deleted already?)", h);
+  return ok;
+}
+
+/* DYING -> GONE, off the list, into the pool. */
+static void uheap_finish(hak_heap_t *h) {
+  hak_lock(&uheap_lock);
+  if (h->live_prev) h->live_prev->live_next = h->live_next; else uheap_list = h->live_next;
+  if (h->live_next) h->live_next->live_prev = h->live_prev;
+  h->live_next = h->live_prev = NULL;
+  atomic_store_explicit(&h->user_state, HAK_UHEAP_GONE, memory_order_release);
+  h->pool_next = uheap_pool;
+  uheap_pool = h;
+  hak_unlock(&uheap_lock);
+}
+
+/* ---- allocation ------------------------------------------------------------- */
+
+/* A page for class cls, owned by h and marked in the slice map so that its
+ * blocks never enter a thread's cache. h->lock held. */
+static hak_page_t *page_new(hak_heap_t *h, unsigned cls) {
+  hak_page_t *pg = page_cache_alloc(NULL, class_slices(cls), cls);
+  if (!pg) return NULL;
+  atomic_store_explicit(&pg->owner, h, memory_order_release);
+  /* No block of the page is out yet: no free() can read the old entry. */
+  slice_map_set(page_base(pg), pg->slice_count, HAK_UHEAP_MAP_V);
+  pg->state = HAK_PAGE_AVAIL;
+  list_push_head(&h->avail[cls], pg);
+  return pg;
+}
+
+void *uheap_alloc(hak_heap_t *h, unsigned cls) {
+  void *b = NULL;
+  heap_lock(h);
+  if (HAK_LIKELY(atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE)) {
+    hak_page_t *pg = h->avail[cls].head;
+    if (HAK_UNLIKELY(!pg)) pg = page_new(h, cls);
+    if (HAK_LIKELY(pg != NULL)) {
+      b = pg->free;
+      if (b) {
+        pg->free = *(void **)b;
+      } else {
+        b = pg->bump;
+        pg->bump += pg->bsize;
+      }
+      pg->used++;
+      if (!page_has_free(pg)) {
+        list_remove(&h->avail[cls], pg);
+        list_push_head(&h->full[cls], pg);
+        pg->state = HAK_PAGE_FULL;
+      }
+    }
+  }
+  heap_unlock(h);
+  if (b) HAK_CSTAT_INC(cls, HAK_CS_TAKEN);
+  return b;
+}
+
+void *uheap_alloc_large(hak_heap_t *h, size_t size, size_t align, bool zero) {
+  if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
+  unsigned n = (unsigned)((size + (size == 0) + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+  heap_lock(h);
+  hak_page_t *pg = NULL;
+  if (atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE) {
+    pg = page_cache_alloc(NULL, n, HAK_CLASS_NONE);
+    if (pg) {
+      uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
+      pg->start = b;
+      pg->bsize = (uint32_t)(pg->end - b);
+      pg->used = 1;
+      if (zero && !pg->known_zero) memset(b, 0, size);
+      /* Set before the block is out: large_free tells heap pages by it. */
+      atomic_store_explicit(&pg->owner, h, memory_order_release);
+      list_push_head(&h->user_large, pg);
+    }
+  }
+  heap_unlock(h);
+  if (pg) HAK_STAT_INC(HAK_EV_LARGE_ALLOC);
+  return pg ? pg->start : NULL;
+}
+
+hak_heap_t *uheap_of(const void *p) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind != HAK_SEG_SMALL) return NULL;
+  hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
+  hak_heap_t *h = pg ? atomic_load_explicit(&pg->owner, memory_order_acquire) : NULL;
+  return h && atomic_load_explicit(&h->user_state, memory_order_relaxed) != HAK_UHEAP_NONE ? h : NULL;
+}
+
+/* ---- free ------------------------------------------------------------------- */
+
+#if HAK_CHECKS
+static bool on_free_list(const hak_page_t *pg, const void *p) {
+  for (void *b = pg->free; b; b = *(void **)b)
+    if (b == p) return true;
+  return false;
+}
+#endif
+
+/* The page emptied: back to its segment, unless it is the class's only page
+ * with room (the next malloc would fetch it again). h->lock held. */
+static void page_emptied(hak_heap_t *h, hak_page_t *pg) {
+  hak_page_list_t *l = &h->avail[pg->cls];
+  if (l->head == pg && pg->next == NULL) return;
+  list_remove(l, pg);
+  segment_page_free(pg);
+}
+
+bool uheap_free(void *p) {
+  hak_segment_t *s = segment_of(p);
+  hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
+  if (!pg) return false;
+  hak_heap_t *h = atomic_load_explicit(&pg->owner, memory_order_acquire);
+  /* A thread heap's record says NONE forever, a first-class heap's never. */
+  if (!h || atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_NONE) return false;
+  heap_lock(h);
+  if (atomic_load_explicit(&pg->owner, memory_order_relaxed) != h || !uheap_class_block(p)) {
+    heap_unlock(h);
+    /* Deleted meanwhile (the page is the process's now): an ordinary free.
+     * Otherwise destroyed meanwhile: the program's bug, reported. */
+    if (!uheap_class_block(p)) return false;
+    report_bad("free", "block of a destroyed heap", p);
+    return true;
+  }
+  const char *bad = NULL;
+  if (atomic_load_explicit(&h->user_state, memory_order_relaxed) != HAK_UHEAP_LIVE) bad = "block of a heap being destroyed";
+  else if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
+#if HAK_CHECKS
+  else if (((uintptr_t *)p)[1] == hak_free_key && on_free_list(pg, p)) bad = "double free";
+#endif
+  if (bad) {
+    heap_unlock(h);
+    report_bad("free", bad, p);
+    return true;
+  }
+#if HAK_CHECKS
+  ((uintptr_t *)p)[1] = hak_free_key;
+#endif
+  unsigned cls = pg->cls;
+  *(void **)p = pg->free;
+  pg->free = p;
+  pg->used--;
+  if (pg->state == HAK_PAGE_FULL) { /* behind the current page */
+    list_remove(&h->full[cls], pg);
+    hak_page_list_t *l = &h->avail[cls];
+    if (l->head) {
+      pg->prev = l->head;
+      pg->next = l->head->next;
+      if (pg->next) pg->next->prev = pg; else l->tail = pg;
+      l->head->next = pg;
+    } else {
+      list_push_head(l, pg);
+    }
+    pg->state = HAK_PAGE_AVAIL;
+  }
+  if (pg->used == 0) page_emptied(h, pg);
+  heap_unlock(h);
+  HAK_CSTAT_INC(cls, HAK_CS_RETURNED);
+  return true;
+}
+
+bool uheap_free_large(hak_page_t *pg) {
+  hak_heap_t *h = atomic_load_explicit(&pg->owner, memory_order_acquire);
+  if (!h || atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_NONE) return false;
+  heap_lock(h);
+  bool mine = atomic_load_explicit(&pg->owner, memory_order_relaxed) == h;
+  if (mine) {
+    list_remove(&h->user_large, pg);
+    atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
+    segment_page_free(pg);
+  }
+  heap_unlock(h);
+  if (mine) HAK_STAT_INC(HAK_EV_LARGE_FREE);
+  return mine;
+}
+
+/* ---- destroy and delete ----------------------------------------------------- */
+
+/* The lists emptied (their pages have been dealt with). */
+static void lists_clear(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) h->avail[c] = h->full[c] = (hak_page_list_t){0};
+  h->user_large = (hak_page_list_t){0};
+}
+
+void uheap_destroy(hak_heap_t *h) {
+  if (!begin_teardown(h, "hak_heap_destroy")) return;
+  heap_lock(h);
+  hak_page_t *chain = NULL;
+  size_t pages = 0;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
+    for (int k = 0; k < 2; k++)
+      for (hak_page_t *pg = lists[k]->head, *next; pg; pg = next) {
+        next = pg->next;
+        HAK_CSTAT_ADD(c, HAK_CS_RETURNED, pg->used);
+        pg->next = chain;
+        chain = pg;
+        pages++;
+      }
+  }
+  for (hak_page_t *pg = h->user_large.head, *next; pg; pg = next) {
+    next = pg->next;
+    HAK_STAT_INC(HAK_EV_LARGE_FREE);
+    pg->next = chain;
+    chain = pg;
+    pages++;
+  }
+  lists_clear(h);
+  /* Detached (owner NULL, slices free in the slice map) and returned under
+   * one acquisition of the segment lock. */
+  if (chain) segment_pages_free(chain);
+  heap_unlock(h);
+  (void)pages;
+  uheap_finish(h);
+}
+
+void uheap_delete(hak_heap_t *h) {
+  if (!begin_teardown(h, "hak_heap_delete")) return;
+  heap_lock(h);
+  hak_page_t *empty = NULL;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
+    for (int k = 0; k < 2; k++)
+      for (hak_page_t *pg = lists[k]->head, *next; pg; pg = next) {
+        next = pg->next;
+        pg->next = pg->prev = NULL;
+        if (pg->used == 0) {
+          pg->next = empty;
+          empty = pg;
+          continue;
+        }
+        /* Fenced first: a block freed through a thread's cache from the
+         * moment the entry below is the class's may reach the page as a
+         * remote free, which then piles up silently for the adopter. */
+        remote_fence(pg);
+        slice_map_set(page_base(pg), pg->slice_count, pg->cls + 1u);
+        abandon_page(pg);
+      }
+  }
+  /* Large blocks become ordinary large blocks. */
+  for (hak_page_t *pg = h->user_large.head, *next; pg; pg = next) {
+    next = pg->next;
+    pg->next = pg->prev = NULL;
+    atomic_store_explicit(&pg->owner, NULL, memory_order_release);
+  }
+  lists_clear(h);
+  if (empty) segment_pages_free(empty);
+  heap_unlock(h);
+  uheap_finish(h);
+}
+
+/* ---- fork ------------------------------------------------------------------- */
+
+void uheap_atfork_prepare(void) {
+  hak_lock_fork(&uheap_lock);
+  for (hak_heap_t *h = uheap_list; h; h = h->live_next) heap_lock(h);
+}
+void uheap_atfork_parent(void) {
+  for (hak_heap_t *h = uheap_list; h; h = h->live_next) heap_unlock(h);
+  hak_unlock_fork(&uheap_lock);
+}
+void uheap_atfork_child(void) {
+  for (hak_heap_t *h = uheap_list; h; h = h->live_next) heap_unlock(h);
+  hak_lock_reset(&uheap_lock);
+}
