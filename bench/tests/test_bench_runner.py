@@ -58,6 +58,11 @@ SAMPLES = {
                         "rss_before_kb=2060 rss_idle_kb=33056 rss_per_thread_kb=484.3 ops=7040 "
                         "secs=0.007985 ops_per_sec=8.816531e+05 ns_per_op=1134.233 "
                         "peak_rss_kb=35204 checksum=898190",
+    "bench_heap_destroy": "bench_heap_destroy api=hakmem nodes=1000000 build_ms=47.823 destroy_ms=2.688 "
+                          "free_ms=10.206 rss_start_kb=3248 rss_built_kb=33904 rss_destroyed_kb=2652 "
+                          "rss_later_kb=2652 heap_pair_ns=30.10 malloc_pair_ns=13.31 ops=1000000 "
+                          "secs=0.050511 ops_per_sec=1.979767e+07 ns_per_op=50.511 peak_rss_kb=33768 "
+                          "checksum=499999500000",
 }
 
 SOAK_OUTPUT = """\

@@ -105,6 +105,15 @@ WORKLOADS += [
              "64 threads each allocate and free one block of every class 16 B-32 KiB, then "
              "idle: RSS per idle thread",
              figure=("rss_per_thread_kb", "RSS per idle thread, KiB"), compared=False),
+    # First-class heaps (issue 9): hak_heap_destroy against mi_heap_destroy;
+    # allocators without a heap API free every node (their figure is that).
+    Workload("heap_destroy", "bench_heap_destroy", lambda n: [n, 200000],
+             1000000, 1000000, (200000, 1000000), None,
+             "a binary tree of 1,000,000 32 B nodes built in a first-class heap (HAKMEM's "
+             "hak_heap_*, mimalloc's mi_heap_*; malloc elsewhere) and destroyed at once "
+             "(elsewhere: every node freed)",
+             figure=("destroy_ms", "destroy of a 1M-node tree (no heap API: free of every node), ms"),
+             compared=False),
 ]
 
 

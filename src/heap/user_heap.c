@@ -78,6 +78,7 @@
 #include "guard/guard.h"
 #include "os/lock.h"
 #include "os/os.h"
+#include "policy/config.h"
 #include "remote/remote.h"
 #include "segment/page_cache.h"
 #include "segment/segment.h"
@@ -337,7 +338,7 @@ void uheap_destroy(hak_heap_t *h) {
   if (!begin_teardown(h, "hak_heap_destroy")) return;
   heap_lock(h);
   hak_page_t *chain = NULL;
-  size_t pages = 0;
+  size_t slices = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
     for (int k = 0; k < 2; k++)
@@ -346,7 +347,7 @@ void uheap_destroy(hak_heap_t *h) {
         HAK_CSTAT_ADD(c, HAK_CS_RETURNED, pg->used);
         pg->next = chain;
         chain = pg;
-        pages++;
+        slices += pg->slice_count;
       }
   }
   for (hak_page_t *pg = h->user_large.head, *next; pg; pg = next) {
@@ -354,14 +355,17 @@ void uheap_destroy(hak_heap_t *h) {
     HAK_STAT_INC(HAK_EV_LARGE_FREE);
     pg->next = chain;
     chain = pg;
-    pages++;
+    slices += pg->slice_count;
   }
   lists_clear(h);
   /* Detached (owner NULL, slices free in the slice map) and returned under
-   * one acquisition of the segment lock. */
-  if (chain) segment_pages_free(chain);
+   * one acquisition of the segment lock; purged at once when they are more
+   * than the dirty budget (the purge delay would keep them resident until
+   * some later slow path), else left to the segments' purge policy, warm
+   * for the next heap. */
+  if (chain && (size_t)slices * HAK_SLICE_SIZE > hak_config.dirty_max) segment_pages_free_purged(chain);
+  else if (chain) segment_pages_free(chain);
   heap_unlock(h);
-  (void)pages;
   uheap_finish(h);
 }
 

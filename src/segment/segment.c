@@ -288,14 +288,14 @@ void segment_page_detach(hak_page_t *pg) {
   atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
 }
 
-static void page_free_locked(hak_page_t *pg, uint32_t now);
+static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean);
 
 void segment_page_free(hak_page_t *pg) { segment_page_free_at(pg, os_now_ms()); }
 
 void segment_page_free_at(hak_page_t *pg, uint32_t now) {
   segment_page_detach(pg);
   hak_lock(&seg_lock);
-  page_free_locked(pg, now);
+  page_free_locked(pg, now, 0);
   purge_policy();
   hak_unlock(&seg_lock);
   /* Due once idle for the delay, even if nothing is freed after it. */
@@ -308,14 +308,65 @@ void segment_pages_free(hak_page_t *list) {
   hak_lock(&seg_lock);
   for (hak_page_t *pg = list, *next; pg; pg = next) {
     next = pg->next;
-    page_free_locked(pg, now);
+    page_free_locked(pg, now, 0);
   }
   purge_policy();
   hak_unlock(&seg_lock);
   purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
 
-static void page_free_locked(hak_page_t *pg, uint32_t now) {
+/* A destroyed first-class heap's pages (heap/user_heap.c), when there are
+ * more of them than the dirty budget: their memory is purged now, outside
+ * the lock (detached, they are in no free mask yet: nobody else can take
+ * them), in runs of slices per segment, one madvise per run, then they go
+ * back clean. The program is done with all of that memory at once, and the
+ * purge delay would keep it resident until the next slow path. */
+#define PURGE_SEGS 32
+void segment_pages_free_purged(hak_page_t *list) {
+  for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
+  bool header_shared = os_page_size() > HAK_SEG_HDR_SIZE; /* slice 0 cannot be purged */
+  while (list) {
+    hak_segment_t *seg[PURGE_SEGS];
+    uint32_t runs[PURGE_SEGS];
+    unsigned n = 0;
+    hak_page_t *chunk = list, *last = NULL, *pg = list;
+    for (; pg; last = pg, pg = pg->next) { /* the pages of up to PURGE_SEGS segments */
+      hak_segment_t *s = segment_of(pg);
+      unsigned i = 0;
+      while (i < n && seg[i] != s) i++;
+      if (i == n) {
+        if (n == PURGE_SEGS) break;
+        seg[n] = s;
+        runs[n++] = 0;
+      }
+      unsigned k = pg->slice_count, f = pg->first_slice;
+      runs[i] |= (k == 32 ? ALL_SLICES : ((1u << k) - 1)) << f;
+    }
+    last->next = NULL;
+    list = pg;
+    for (unsigned i = 0; i < n; i++) {
+      if (header_shared) runs[i] &= ~1u;
+      for (uint32_t left = runs[i]; left;) {
+        unsigned a = (unsigned)__builtin_ctz(left), b = a;
+        while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
+        uint8_t *from = (uint8_t *)seg[i] + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? HAK_SEG_HDR_SIZE : 0);
+        os_purge(from, (size_t)((uint8_t *)seg[i] + (size_t)(b + 1) * HAK_SLICE_SIZE - from));
+        left &= ~((b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1));
+      }
+    }
+    uint32_t now = os_now_ms();
+    hak_lock(&seg_lock);
+    for (hak_page_t *p = chunk, *next; p; p = next) {
+      next = p->next;
+      unsigned i = 0;
+      while (seg[i] != segment_of(p)) i++;
+      page_free_locked(p, now, runs[i]);
+    }
+    hak_unlock(&seg_lock);
+  }
+}
+
+static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
@@ -326,8 +377,8 @@ static void page_free_locked(hak_page_t *pg, uint32_t now) {
     s->freed_ms[i] = now;
     s->last_cls[i] = (uint8_t)pg->cls;
   }
-  s->dirty_mask |= run;
-  dirty_bytes += mask_bytes(run);
+  s->dirty_mask |= run & ~clean;
+  dirty_bytes += mask_bytes(run & ~clean);
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
   if (s->free_mask == ALL_SLICES) {
     seg_empty++;

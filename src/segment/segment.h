@@ -21,6 +21,8 @@ unsigned segment_pages_alloc(unsigned slices, unsigned cls, hak_page_t **out, un
 /* segment_page_free for a list of pages linked through next, under one
  * acquisition of the segment lock. */
 void segment_pages_free(hak_page_t *list) HAK_HIDDEN;
+/* The same, their memory purged now (a destroyed first-class heap's pages). */
+void segment_pages_free_purged(hak_page_t *list) HAK_HIDDEN;
 /* Give a page's slices back to its segment; may purge or unmap. */
 void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 /* The same, its slices stamped as freed at coarse time `freed_ms` (the purge
