@@ -449,6 +449,20 @@ class ReportTest(unittest.TestCase):
         self.assertIn("hakmem/best peer", main)
         self.assertIn("1.20 (mimalloc)", main)
 
+    def test_best_debian_peer_column(self):
+        # With optional peers present, the Debian peers' best gets its own
+        # column: snmalloc wins overall, tcmalloc among the Debian ones.
+        w = workloads.WORKLOADS[0]
+        names = ("hakmem", "glibc", "mimalloc", "jemalloc", "tcmalloc", "snmalloc")
+        allocs = [allocators.Allocator(n, None if n == "glibc" else "/%s.so" % n) for n in names]
+        summary = {(w.name, n): {"n": 3, "failed": 0, "median": med, "cv": 0.0,
+                                 "rss_kb": 1024.0, "syscalls": None}
+                   for n, med in zip(names, (110.0, 50.0, 80.0, 90.0, 100.0, 200.0))}
+        main, _ = report.build_tables([w], allocs, summary)
+        self.assertIn("hakmem/best of mimalloc, jemalloc, tcmalloc", main)
+        self.assertIn("1.10 (tcmalloc)", main)
+        self.assertIn("0.55 (snmalloc)", main)
+
     def test_cachegrind_summary(self):
         text = ("desc: I1 cache: 32768 B, 64 B, 8-way associative\ncmd: ./x 1\n"
                 "events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw \nfl=a.c\n"
