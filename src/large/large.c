@@ -23,6 +23,7 @@
  * so the cache saves system calls without holding resident memory. */
 #include "large/large.h"
 #include "large/huge_cache.h"
+#include "large/page_stash.h"
 #include "guard/guard.h"
 #include "guard/registry.h"
 #include "guard/unmapped.h"
@@ -38,6 +39,7 @@
 #include <string.h>
 
 #define HUGE_MIN_OFFSET 64
+#define STASH_MIN_SLICES 2
 
 /* Guards only the over-aligned list (alignments of 2 MiB and more: rare). */
 static hak_lock_t overaligned_lock = HAK_LOCK_NAMED("large-overaligned");
@@ -80,7 +82,8 @@ static size_t huge_marked(size_t map) {
 
 /* The purge deadline's work for the huge cache. */
 uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
-  return huge_cache_purge_aged(now, min_age, any);
+  uint32_t a = huge_cache_purge_aged(now, min_age, any), b = page_stash_purge_aged(now, min_age, any);
+  return !a ? b : !b ? a : (int32_t)(a - b) < 0 ? a : b;
 }
 
 void huge_unmap(hak_segment_t *s) {
@@ -236,11 +239,17 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   /* The thread's page cache under its heap's lock: a collector may flush it
    * (heap/collect.c). */
-  hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
-  if (h) heap_lock(h);
-  hak_page_t *pg = page_cache_alloc(h ? &h->pcache : NULL, n, HAK_CLASS_NONE);
-  if (h) heap_unlock(h);
-  if (!pg) return NULL; /* the segments already tried os_reclaim */
+  /* Pages of up to two slices fit the thread's page cache, which keeps them
+   * local: the stash is for bigger ones, which overflowed it to the segment
+   * lock. */
+  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n) : NULL;
+  if (!pg) {
+    hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
+    if (h) heap_lock(h);
+    pg = page_cache_alloc(h ? &h->pcache : NULL, n, HAK_CLASS_NONE);
+    if (h) heap_unlock(h);
+    if (!pg) return NULL; /* the segments already tried os_reclaim */
+  }
   bool known_zero = pg->known_zero;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
@@ -265,6 +274,10 @@ void large_free(void *p) {
   /* Ordinary large pages have no owner; a first-class heap's have it. */
   if (HAK_UNLIKELY(atomic_load_explicit(&pg->owner, memory_order_acquire) != NULL) && uheap_free_large(pg)) return;
   HAK_STAT_INC(HAK_EV_LARGE_FREE);
+  if (pg->slice_count > STASH_MIN_SLICES && page_stash_put(pg)) {
+    os_set_reclaim(large_reclaim); /* stashed pages keep segments mapped */
+    return;
+  }
   hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
   if (h) heap_lock(h);
   page_cache_free(h ? &h->pcache : NULL, pg);
@@ -342,7 +355,14 @@ void *large_realloc_move(void *p, size_t size) {
   return (uint8_t *)t + off;
 }
 
-bool large_trim(void) { return huge_cache_trim(); }
+bool large_trim(void) {
+  bool a = huge_cache_trim();
+  /* Stashed pages go back to their segments, which are trimmed again: the
+   * purger trims segments before this (their pages were not free then). */
+  bool b = page_stash_trim();
+  if (b) segment_trim();
+  return a || b;
+}
 
 void large_counts(size_t *blocks, size_t *bytes) {
   *blocks = atomic_load_explicit(&huge_live_blocks, memory_order_relaxed);

@@ -1,0 +1,23 @@
+/* page_stash.h — freed large pages (33 KiB..960 KiB blocks in segments)
+ * kept for reuse without the segment lock: lock-free slots, at most
+ * HAKMEM_DIRTY_MAX bytes (protocol in page_stash.c). */
+#ifndef HAK_PAGE_STASH_H
+#define HAK_PAGE_STASH_H
+
+#include "hak_internal.h"
+
+/* A stashed page of n..n+n/4 slices, re-initialised for a large block, now
+ * the caller's; NULL if none. */
+hak_page_t *page_stash_take(unsigned n) HAK_HIDDEN;
+/* Keep a large page whose block was freed; false if the stash is full or the
+ * page too big for it (the caller frees it the usual way). */
+bool page_stash_put(hak_page_t *pg) HAK_HIDDEN;
+/* Give back to their segments the pages stashed min_age ms ago or more;
+ * returns when the next is due, 0 if none. */
+uint32_t page_stash_purge_aged(uint32_t now, uint32_t min_age, bool *any) HAK_HIDDEN;
+/* Every stashed page back to its segment; true if there was one. */
+bool page_stash_trim(void) HAK_HIDDEN;
+/* Bytes stashed (free, resident). */
+size_t page_stash_bytes(void) HAK_HIDDEN;
+
+#endif
