@@ -3,7 +3,7 @@
  * (prefix-only: TSan sees every access HAKMEM makes, and the stress part
  * is the race check of heap/user_heap.c's locking).
  *
- * usage: test_user_heap [PART]   (PART: basic tree threads delete stress fork bad; default all)
+ * usage: test_user_heap [PART]   (PART: basic tree threads delete stress fork nocache bad; default all)
  *
  *  basic   malloc/calloc (zeroed)/realloc (contents kept)/aligned_alloc
  *          (aligned) in a heap, large blocks, the NULL heap is the process's
@@ -18,6 +18,8 @@
  *          swap blocks through a mailbox, check and free them anywhere
  *  fork    fork while another thread uses the heap; the child allocates,
  *          frees and destroys; the parent goes on
+ *  nocache blocks of a heap freed on this thread, the heap destroyed: malloc
+ *          never hands out an address twice (they were never cached)
  *  bad     destroy twice, a destroyed heap's malloc, a free after destroy,
  *          a double free: each a message, nothing corrupted */
 #include "hak_test.h"
@@ -386,6 +388,39 @@ static void part_fork(void)
     printf("fork: ok\n");
 }
 
+/* ---- nocache: a heap's blocks never reach a thread's cache ---------------------
+ * Blocks of a heap freed on this thread, then the heap destroyed, then as
+ * many blocks of the same class from malloc: were the freed blocks in this
+ * thread's cache, malloc would hand them out while new pages cut from the
+ * same slices hand them out again - the same address twice. */
+
+#define NC 3000
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void part_nocache(void)
+{
+    static void *got[2 * NC];
+    for (int round = 0; round < 3; round++) {
+        hak_heap_t *h = hak_heap_new();
+        for (int i = 0; i < NC; i++) got[i] = hak_heap_malloc(h, 48);
+        for (int i = 0; i < NC; i++) hak_free(got[i]);
+        hak_heap_destroy(h);
+        for (int i = 0; i < 2 * NC; i++) {
+            got[i] = hak_malloc(48);
+            CHECK(got[i] != NULL, "malloc");
+        }
+        qsort(got, 2 * NC, sizeof got[0], cmp_ptr);
+        for (int i = 1; i < 2 * NC; i++)
+            CHECK(got[i] != got[i - 1], "malloc handed out %p twice: a heap block was in the thread's cache", got[i]);
+        for (int i = 0; i < 2 * NC; i++) hak_free(got[i]);
+    }
+    printf("nocache: ok\n");
+}
+
 /* ---- bad input ------------------------------------------------------------------ */
 
 static void part_bad(void)
@@ -439,6 +474,7 @@ int main(int argc, char **argv)
     if (all || !strcmp(part, "delete")) part_delete();
     if (all || !strcmp(part, "stress")) part_stress();
     if (all || !strcmp(part, "fork")) part_fork();
+    if (all || !strcmp(part, "nocache")) part_nocache();
     if (all || !strcmp(part, "bad")) part_bad();
     return 0;
 }
