@@ -32,9 +32,7 @@ size_t hak_usable_size(const void *ptr);
  * A heap the program creates and allocates from, from any thread (each call
  * takes the heap's lock). Its blocks are freed with free()/hak_free from any
  * thread, or all at once by hak_heap_destroy. A NULL heap means the
- * process's ordinary allocator (hak_heap_malloc(NULL, n) is hak_malloc(n)).
- * Blocks above 960 KiB (or aligned above 64 KiB) come from the process even
- * when asked of a heap: destroy does not free them. */
+ * process's ordinary allocator (hak_heap_malloc(NULL, n) is hak_malloc(n)). */
 typedef struct hak_heap hak_heap_t;
 
 hak_heap_t *hak_heap_new(void);

@@ -7,6 +7,7 @@
 #include "large/large.h"
 #include "os/os.h"
 #include "heap/collect.h"
+#include "front/heap_huge.h"
 #include "heap/user_heap.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
@@ -160,7 +161,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
 #endif
       /* Stay in place while the block fits and is not more than twice too big. */
       if (n <= old && (n > old / 2 || old <= 16)) return p;
-    } else if (large_resize_inplace(p, n)) {
+    } else if (!heap_huge_owner(p) && large_resize_inplace(p, n)) { /* a heap's block moves */
       return p;
     } else if (n <= HAK_MAX_REQUEST && (q = large_realloc_move(p, n)) != NULL) {
       return q;

@@ -1,6 +1,7 @@
 /* heap_api.c — the public face of first-class heaps (include/hakmem.h,
  * docs/api.md): argument rules, size to class, errno. The heaps themselves,
- * and their locking protocol, are in heap/user_heap.c.
+ * and their locking protocol, are in heap/user_heap.c; their huge blocks in
+ * front/heap_huge.c.
  *
  * Bad input: a NULL heap is the process's ordinary allocator (as mimalloc's
  * default heap); a heap that was destroyed or deleted gets a message on
@@ -8,6 +9,7 @@
  * sizes that overflow, or above PTRDIFF_MAX, get NULL and ENOMEM; an
  * alignment that is not a power of two gets NULL and EINVAL. */
 #include "front/front.h"
+#include "front/heap_huge.h"
 #include "front/init.h"
 #include "guard/guard.h"
 #include "heap/user_heap.h"
@@ -37,11 +39,11 @@ HAK_EXPORT hak_heap_t *hak_heap_new(void) {
   return h ? h : fail(ENOMEM);
 }
 
-/* Above the classes: a page of the heap, or (too big for one) a block of
- * the process. */
+/* Above the classes: a page of the heap, or (too big for one) a huge block
+ * recorded as the heap's (heap_huge.c). */
 static void *heap_large(hak_heap_t *h, size_t n, size_t align, bool zero) {
   if (n > HAK_MAX_REQUEST) return fail(ENOMEM);
-  void *p = uheap_large_fits(n, align) ? uheap_alloc_large(h, n, align, zero) : large_alloc(n, align, zero);
+  void *p = uheap_large_fits(n, align) ? uheap_alloc_large(h, n, align, zero) : heap_huge_alloc(h, n, align, zero);
   purge_tick();
   return p ? p : fail(ENOMEM);
 }
@@ -119,7 +121,7 @@ HAK_EXPORT void *hak_heap_realloc(hak_heap_t *h, void *p, size_t n) {
 #endif
     old = usable_ours(p);
 #if !HAK_VALGRIND
-    if (n <= old && (n > old / 2 || old <= 16) && uheap_of(p) == h) return p;
+    if (n <= old && (n > old / 2 || old <= 16) && (uheap_of(p) == h || heap_huge_owner(p) == h)) return p;
 #endif
   } else {
     old = hak_usable_size(p);
@@ -133,11 +135,17 @@ HAK_EXPORT void *hak_heap_realloc(hak_heap_t *h, void *p, size_t n) {
 
 HAK_EXPORT void hak_heap_destroy(hak_heap_t *h) {
   if (!h) return;
-  uheap_destroy(h);
+  if (uheap_destroy(h)) { /* its huge blocks go too, before the record can be reused */
+    heap_huge_release(h, true);
+    uheap_finish(h);
+  }
   purge_tick();
 }
 
 HAK_EXPORT void hak_heap_delete(hak_heap_t *h) {
   if (!h) return;
-  uheap_delete(h);
+  if (uheap_delete(h)) {
+    heap_huge_release(h, false);
+    uheap_finish(h);
+  }
 }

@@ -4,6 +4,7 @@
  * "running". */
 #include "front/init.h"
 #include "front/front.h"
+#include "front/heap_huge.h"
 #include "heap/collect.h"
 #include "heap/heap.h"
 #include "heap/user_heap.h"
@@ -34,7 +35,8 @@ static void atfork_prepare(void) {
     return;
   }
   hak_fork_begin();
-  uheap_atfork_prepare(); /* first: a heap's lock is taken before the segment lock */
+  heap_huge_atfork_prepare(); /* first: taken before the large-block locks */
+  uheap_atfork_prepare(); /* a heap's lock is taken before the segment lock */
   collect_atfork_prepare();
   heap_atfork_prepare();
   remote_atfork_prepare();
@@ -53,6 +55,7 @@ static void atfork_parent(void) {
   heap_atfork_parent();
   collect_atfork_parent();
   uheap_atfork_parent();
+  heap_huge_atfork_parent();
   hak_fork_end();
 }
 
@@ -70,6 +73,7 @@ static void atfork_child(void) {
   remote_atfork_child();
   heap_atfork_child();
   uheap_atfork_child();
+  heap_huge_atfork_child();
   purger_atfork_child();
 }
 

@@ -3,6 +3,7 @@
 #include "front/front.h"
 #include "guard/guard.h"
 #include "guard/unmapped.h"
+#include "front/heap_huge.h"
 #include "heap/user_heap.h"
 #include "large/large.h"
 #include "policy/purger.h"
@@ -92,6 +93,7 @@ HAK_NOINLINE void free_slow(void *p) {
   if (HAK_LIKELY(registry_has(p))) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls == HAK_CLASS_NONE) {
+      heap_huge_forget(p); /* if a first-class heap had it */
       large_free(p);
       purge_tick();
       return;
@@ -131,6 +133,7 @@ HAK_NOINLINE void free_slow(void *p) {
     return;
   }
   if (!p) return;
+  heap_huge_forget(p);
   if (overaligned_free(p)) return;
   /* A block of ours freed again after its memory went back to the OS:
    * glibc's free would crash on it. */

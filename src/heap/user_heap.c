@@ -4,7 +4,8 @@
  *
  * A first-class heap is a struct hak_heap (heap.h) that belongs to no
  * thread: its page lists per class (avail, full) as in a thread heap, plus a
- * list of its large pages (user_large). It has no block cache of its own
+ * list of its large pages (user_large); blocks too big for a page of slices
+ * are recorded in front/heap_huge.c's table instead. It has no block cache of its own
  * and no thread's cache ever holds its blocks, which is what lets destroy
  * drop whole pages without looking at a single block:
  *  - its class pages carry the large sentinel in the slice map
@@ -155,7 +156,7 @@ static bool begin_teardown(hak_heap_t *h, const char *fn) {
 }
 
 /* DYING -> GONE, off the list, into the pool. */
-static void uheap_finish(hak_heap_t *h) {
+void uheap_finish(hak_heap_t *h) {
   hak_lock(&uheap_lock);
   if (h->live_prev) h->live_prev->live_next = h->live_next; else uheap_list = h->live_next;
   if (h->live_next) h->live_next->live_prev = h->live_prev;
@@ -334,8 +335,8 @@ static void lists_clear(hak_heap_t *h) {
   h->user_large = (hak_page_list_t){0};
 }
 
-void uheap_destroy(hak_heap_t *h) {
-  if (!begin_teardown(h, "hak_heap_destroy")) return;
+bool uheap_destroy(hak_heap_t *h) {
+  if (!begin_teardown(h, "hak_heap_destroy")) return false;
   heap_lock(h);
   hak_page_t *chain = NULL;
   size_t slices = 0;
@@ -366,11 +367,11 @@ void uheap_destroy(hak_heap_t *h) {
   if (chain && (size_t)slices * HAK_SLICE_SIZE > hak_config.dirty_max) segment_pages_free_purged(chain);
   else if (chain) segment_pages_free(chain);
   heap_unlock(h);
-  uheap_finish(h);
+  return true;
 }
 
-void uheap_delete(hak_heap_t *h) {
-  if (!begin_teardown(h, "hak_heap_delete")) return;
+bool uheap_delete(hak_heap_t *h) {
+  if (!begin_teardown(h, "hak_heap_delete")) return false;
   heap_lock(h);
   hak_page_t *empty = NULL;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
@@ -401,7 +402,7 @@ void uheap_delete(hak_heap_t *h) {
   lists_clear(h);
   if (empty) segment_pages_free(empty);
   heap_unlock(h);
-  uheap_finish(h);
+  return true;
 }
 
 /* ---- fork ------------------------------------------------------------------- */

@@ -47,10 +47,14 @@ bool  uheap_free(void *p) HAK_HIDDEN;
 /* free() of the large block of page pg whose owner is set: back to its
  * segment if it is a first-class heap's; false otherwise. */
 bool  uheap_free_large(hak_page_t *pg) HAK_HIDDEN;
-/* Every page of h back to the segments (no per-block work); h is reused. */
-void  uheap_destroy(hak_heap_t *h) HAK_HIDDEN;
-/* h goes away, its live blocks become the process's. */
-void  uheap_delete(hak_heap_t *h) HAK_HIDDEN;
+/* Every page of h back to the segments (no per-block work). False (and
+ * reported) if h is not a live heap; else h is dying until uheap_finish. */
+bool  uheap_destroy(hak_heap_t *h) HAK_HIDDEN;
+/* h's live blocks become the process's; returns as uheap_destroy. */
+bool  uheap_delete(hak_heap_t *h) HAK_HIDDEN;
+/* A dying heap's record goes to the pool (after its huge blocks are dealt
+ * with, front/heap_huge.c). */
+void  uheap_finish(hak_heap_t *h) HAK_HIDDEN;
 
 void uheap_atfork_prepare(void) HAK_HIDDEN;
 void uheap_atfork_parent(void) HAK_HIDDEN;

@@ -64,6 +64,14 @@ static const char *capture_end(void)
     return buf;
 }
 
+/* realloc of a heap's huge block through the process's realloc: it moves */
+static void *realloc_or_die(void *p, size_t n)
+{
+    void *q = hak_realloc(p, n);
+    CHECK(q != NULL, "realloc to %zu", n);
+    return q;
+}
+
 /* ---- basic ------------------------------------------------------------------ */
 
 static void part_basic(void)
@@ -113,6 +121,18 @@ static void part_basic(void)
     CHECK(hak_heap_malloc(h, ht_hide(SIZE_MAX)) == NULL && errno == ENOMEM, "malloc(SIZE_MAX): NULL, ENOMEM");
     /* large blocks of the heap, left for destroy */
     for (int i = 0; i < 8; i++) memset(hak_heap_malloc(h, 40000 + i * 100000), 7, 40000 + i * 100000);
+    /* huge and over-aligned blocks: freed by destroy too (counted below) */
+    hak_stats_t st0 = HAK_STATS_INIT, st1 = HAK_STATS_INIT, st2 = HAK_STATS_INIT;
+    hak_stats_get(&st0);
+    for (int i = 0; i < 40; i++) memset(hak_heap_malloc(h, 1100000 + (size_t)i * 70000), 1, 4096);
+    void *ov = hak_heap_aligned_alloc(h, (size_t)4 << 20, 100);
+    CHECK(ov && ht_aligned(ov, (size_t)4 << 20), "4 MiB-aligned block %p", ov);
+    void *gone = hak_heap_malloc(h, 3000000); /* freed before destroy: off the heap's books */
+    gone = realloc_or_die(gone, 5000000);
+    hak_free(gone);
+    hak_stats_get(&st1);
+    CHECK(st1.memory.huge_blocks >= st0.memory.huge_blocks + 40, "40 huge blocks: %llu -> %llu",
+          (unsigned long long)st0.memory.huge_blocks, (unsigned long long)st1.memory.huge_blocks);
     /* the NULL heap is the process's allocator */
     void *d = hak_heap_malloc(NULL, 100);
     CHECK(d != NULL && hak_owns(d), "malloc(NULL heap)");
@@ -123,6 +143,9 @@ static void part_basic(void)
     hak_heap_destroy(NULL);  /* nothing */
     hak_heap_delete(NULL);   /* nothing */
     hak_heap_destroy(h);
+    hak_stats_get(&st2);
+    CHECK(st2.memory.huge_blocks <= st0.memory.huge_blocks, "destroy left huge blocks: %llu -> %llu",
+          (unsigned long long)st0.memory.huge_blocks, (unsigned long long)st2.memory.huge_blocks);
     printf("basic: ok\n");
 }
 
@@ -263,7 +286,11 @@ static void part_delete(void)
         g_blocks[i] = hak_malloc(16 + (i * 53) % 40000);
         ht_fill(g_blocks[i], i + 7, 0, 16 + (i * 53) % 40000);
     }
+    void *big = hak_heap_malloc(h, 3000000);
+    memset(big, 3, 3000000);
     hak_heap_delete(h);
+    CHECK(((unsigned char *)big)[2999999] == 3, "a deleted heap's huge block changed");
+    hak_free(big);
     /* the process allocates on; its blocks may come from the abandoned pages */
     void *more[1000];
     for (int i = 0; i < 1000; i++) memset(more[i] = hak_malloc(48), 0x5a, 48);
@@ -287,7 +314,8 @@ static void *stress_worker(void *arg)
     unsigned ops = SANITIZED ? 20000 : 100000;
     for (unsigned i = 0; i < ops; i++) {
         hak_heap_t *h = g_heaps[ht_below(&r, 2)];
-        size_t n = ht_below(&r, 10) == 0 ? 16 + ht_below(&r, 60000) : 16 + ht_below(&r, 400);
+        uint64_t k = ht_below(&r, 1000);
+        size_t n = k == 0 ? 1100000 : k < 100 ? 16 + ht_below(&r, 60000) : 16 + ht_below(&r, 400);
         uint64_t *p;
         switch (ht_below(&r, 4)) {
         case 0: p = hak_heap_calloc(h, 1, n); break;
@@ -296,6 +324,8 @@ static void *stress_worker(void *arg)
         }
         CHECK(p != NULL, "stress malloc %zu", n);
         uint64_t key = ht_next(&r);
+        if (n > 65536)
+            n = 65536; /* the part checked */
         p[0] = key;
         p[1] = n;
         ht_fill(p, key, 16, n);
