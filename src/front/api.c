@@ -125,7 +125,7 @@ static void free_moved(void *p) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls != HAK_CLASS_NONE && !uheap_class_block(p)) { /* a heap's block: free() sends it home */
 #if HAK_SECURE
-      ((uintptr_t *)p)[1] = hak_free_key; /* a later free of p is a double free */
+      ((uintptr_t *)p)[1] = HAK_FREE_MARK(p); /* a later free of p is a double free */
 #endif
       heap_return_blocks(t->heap, &p, 1);
       return;

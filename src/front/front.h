@@ -31,6 +31,15 @@ void free_suspect(void *p) HAK_HIDDEN;
  * report or the ordinary free. Also a tail call. */
 void free_checked(void *p) HAK_HIDDEN;
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
+/* The mark itself. The secure build, which stops at a match without looking
+ * further, mixes in the block's address: a mark copied with the contents of
+ * one block into another (realloc, memcpy of stale memory) is then not
+ * that block's mark, and is not taken for a double free. */
+#if defined(HAK_SECURE) && HAK_SECURE
+#define HAK_FREE_MARK(p) (hak_free_key ^ (uintptr_t)(p))
+#else
+#define HAK_FREE_MARK(p) hak_free_key
+#endif
 #else
 #define HAK_MARK_ALLOCATED(p) ((void)0)
 #endif
@@ -50,7 +59,7 @@ HAK_INLINE void secure_check(const char *fn, void *p) {
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge */
   if (HAK_UNLIKELY(off >= (uintptr_t)(pg->bump - pg->start) || off % pg->bsize != 0))
     secure_reject(fn, "invalid pointer (not a block)", p);
-  if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key))
+  if (HAK_UNLIKELY(((uintptr_t *)p)[1] == HAK_FREE_MARK(p)))
     secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
 }
 /* C++ sized delete: the size must be one that gives this block. */
@@ -129,7 +138,7 @@ HAK_INLINE void free_block(void *p) {
 #endif
 #if HAK_SECURE
     secure_check("free", p);
-    ((uintptr_t *)p)[1] = hak_free_key;
+    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #elif HAK_CHECKS
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
       free_suspect(p);

@@ -56,12 +56,12 @@ HAK_NOINLINE void free_checked(void *p) {
     else free_slow(p); /* the slice map was behind the registry: the slow path decides */
     return;
   }
-  if (((uintptr_t *)p)[1] == hak_free_key) {
+  if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p)) {
     free_suspect(p);
     return;
   }
   hak_bin_t *b = bin_of_block(p);
-  ((uintptr_t *)p)[1] = hak_free_key;
+  ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
   if (b->count < b->cap) b->slots[b->count++] = p;
   else free_slow(p);
 }
@@ -73,7 +73,7 @@ HAK_NOINLINE void free_suspect(void *p) {
     return;
   }
   /* User data that happened to equal the key: an ordinary free. */
-  ((uintptr_t *)p)[1] = hak_free_key;
+  ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
   if (b->count < b->cap) b->slots[b->count++] = p;
   else free_slow(p);
 }
@@ -118,15 +118,15 @@ HAK_NOINLINE void free_slow(void *p) {
     }
 #if HAK_SECURE
     secure_check("free", p);
-    ((uintptr_t *)p)[1] = hak_free_key;
+    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #elif HAK_CHECKS
     /* The block may go straight back to its page (a class cache of cap 0),
      * where the fast path's check cannot see it: stamp and check here too. */
-    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key) && freed_already(bin_of(&hak_tls, cls), p)) {
+    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == HAK_FREE_MARK(p)) && freed_already(bin_of(&hak_tls, cls), p)) {
       report_bad("free", "double free", p);
       return;
     }
-    ((uintptr_t *)p)[1] = hak_free_key;
+    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
     heap_flush_free(&hak_tls, cls, p);
     purge_tick();
