@@ -6,7 +6,7 @@ BENCH_DIR ?= build-fast
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS ?=
 
-.PHONY: all build test bench install clean test-ubsan test-tsan fuzz security-table
+.PHONY: all build test bench install clean test-ubsan test-tsan test-secure fuzz security-table
 
 all: build
 
@@ -21,6 +21,13 @@ bench:
 	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=fast -DHAKMEM_BUILD_TESTS=OFF
 	cmake --build $(BENCH_DIR) -j $(JOBS)
 	python3 scripts/bench.py --build-dir $(BENCH_DIR) $(ARGS)
+
+# The secure variant (-DHAKMEM_BUILD=secure: libhakmem.so is the secure
+# library) and the whole suite on it, in its own directory.
+test-secure:
+	cmake -S . -B build-secure -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=secure -DHAKMEM_BUILD_BENCH=OFF
+	cmake --build build-secure -j $(JOBS)
+	ctest --test-dir build-secure --output-on-failure -j $(JOBS)
 
 # Tool builds, each in its own directory (README "Sanitizers, valgrind and
 # fuzzing"): the whole suite with the library under UBSan; the hak_ API
@@ -53,4 +60,4 @@ install: build
 	cmake --install $(BUILD_DIR)
 
 clean:
-	rm -rf $(BUILD_DIR) $(BENCH_DIR) build-ubsan build-tsan build-fuzz
+	rm -rf $(BUILD_DIR) $(BENCH_DIR) build-secure build-ubsan build-tsan build-fuzz
