@@ -22,6 +22,9 @@
 #ifndef HAK_CHECKS
 #define HAK_CHECKS 1
 #endif
+#ifndef HAK_SECURE
+#define HAK_SECURE 0
+#endif
 
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -112,6 +115,10 @@ struct hak_segment {
   uint32_t  freed_ms[HAK_SLICES];     /* coarse ms when each free slice was freed */
   uint8_t   last_cls[HAK_SLICES];     /* class of the page a free slice last held */
   hak_page_t *slice_page[HAK_SLICES]; /* page record owning each slice */
+  /* secure build; with them the header is 4 KiB exactly (one OS page before
+   * its guard page: segment.c) */
+  uintptr_t   list_key;               /* free-list key (segment/free_list.h) */
+  _Atomic(uint32_t) guard_mask;       /* bit i: the large page at slice i ends in a guard */
   hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
 };
 

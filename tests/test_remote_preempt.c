@@ -20,6 +20,7 @@
 #include "hak_test.h"
 #include "heap/heap.h"
 #include "remote/remote.h"
+#include "segment/free_list.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
         uintptr_t old = atomic_load(&page->remote);
         int ok = 0;
         while (!(old & HAK_REMOTE_QUEUED)) {
-            *(void **)b = (void *)old;
+            block_set_next(page, b, (void *)old); /* the link, as the library writes it */
             if (atomic_compare_exchange_weak(&page->remote, &old, (uintptr_t)b | HAK_REMOTE_QUEUED)) {
                 ok = 1;
                 break;

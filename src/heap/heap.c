@@ -7,9 +7,11 @@
 #include "heap/heap.h"
 #include "heap/size_class.h"
 #include "remote/remote.h"
+#include "segment/free_list.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
 #include "os/lock.h"
+#include "os/random.h"
 
 #include <sched.h>
 
@@ -88,20 +90,57 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   else page_cache_free(&h->pcache, p);
 }
 
+#if HAK_SECURE
+/* Secure build: the blocks carved from a page come out in random order, so
+ * that neighbours in allocation order are not neighbours in memory (an
+ * overflow cannot count on what follows a block). Each carve takes the k
+ * blocks asked for plus up to CARVE_EXTRA more, shuffles them all
+ * (Fisher-Yates, the thread's generator: os/random.h) and puts the extra
+ * ones on the page's free list (empty whenever the page is carved), so even
+ * a refill of one block has a choice. */
+#define CARVE_EXTRA 16
+extern uintptr_t hak_free_key HAK_HIDDEN; /* front/front.h: HAK_FREE_MARK */
+
+static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
+  void *extra[CARVE_EXTRA];
+  unsigned e = left - k < CARVE_EXTRA ? (unsigned)(left - k) : CARVE_EXTRA, w = k + e;
+#define CARVED(i) (*((i) < k ? &out[i] : &extra[(i) - k]))
+  for (unsigned i = 0; i < w; i++) CARVED(i) = p->bump + (size_t)i * p->bsize;
+  for (unsigned i = w; i > 1; i--) {
+    unsigned j = (unsigned)(((os_random_next() & 0xffffffffu) * i) >> 32); /* 0 .. i-1 */
+    void *t = CARVED(i - 1);
+    CARVED(i - 1) = CARVED(j);
+    CARVED(j) = t;
+  }
+#undef CARVED
+  p->bump += (size_t)w * p->bsize;
+  for (unsigned i = 0; i < e; i++) {
+    ((uintptr_t *)extra[i])[1] = hak_free_key ^ (uintptr_t)extra[i]; /* free, like every block on a list */
+    block_set_next(p, extra[i], p->free);
+    p->free = extra[i];
+  }
+}
+#else
+/* Stored in reverse so the cache pops them in address order. */
+HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
+  (void)left;
+  for (unsigned i = 0; i < k; i++) out[k - 1 - i] = p->bump + (size_t)i * p->bsize;
+  p->bump += (size_t)k * p->bsize;
+}
+#endif
+
 static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
   unsigned n = 0;
   void *b = p->free;
   while (b && n < max) {
     out[n++] = b;
-    b = *(void **)b;
+    b = block_next(p, b);
   }
   p->free = b;
   if (n < max && p->bump < p->end) {
     size_t left = (size_t)(p->end - p->bump) / p->bsize;
     unsigned k = max - n < left ? max - n : (unsigned)left;
-    /* Stored in reverse so the cache pops them in address order. */
-    for (unsigned i = 0; i < k; i++) out[n + k - 1 - i] = p->bump + (size_t)i * p->bsize;
-    p->bump += (size_t)k * p->bsize;
+    page_carve(p, out + n, k, left);
     n += k;
   }
   p->used += n;
@@ -112,7 +151,7 @@ static void splice_remote(hak_page_t *p, bool keep_queued) {
   void *head, *tail;
   unsigned n = remote_take(p, keep_queued, &head, &tail);
   if (!n) return;
-  *(void **)tail = p->free;
+  block_set_next(p, tail, p->free);
   p->free = head;
   p->used -= n;
 }
@@ -213,7 +252,7 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       owner = h;
     }
     if (owner == h) {
-      *(void **)b = p->free;
+      block_set_next(p, b, p->free);
       p->free = b;
       p->used--;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
@@ -225,7 +264,7 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
     void *first = b, *last = b;
     unsigned k = 1;
     for (i++; i < n && page_of(blocks[i]) == p; i++, k++) {
-      *(void **)last = blocks[i];
+      block_set_next(p, last, blocks[i]);
       last = blocks[i];
     }
     remote_push(p, first, last, k);
@@ -238,7 +277,7 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
 bool heap_block_on_page(hak_heap_t *h, void *p) {
   hak_page_t *pg = page_of(p);
   if (!h || atomic_load_explicit(&pg->owner, memory_order_relaxed) != h) return false;
-  for (void *b = pg->free; b; b = *(void **)b)
+  for (void *b = pg->free; b; b = block_next(pg, b))
     if (b == p) return true;
   return false;
 }

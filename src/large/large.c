@@ -40,6 +40,15 @@
 
 #define HUGE_MIN_OFFSET 64
 #define STASH_MIN_SLICES 2
+/* Secure build: every large, huge and over-aligned block is followed by one
+ * OS page of no access (os_guard), so a linear overflow past its usable size
+ * faults at once. Huge mappings keep theirs while cached, and are not
+ * resized in place (mremap cannot move a split mapping). */
+#if HAK_SECURE
+#define GUARD_BYTES os_page_size()
+#else
+#define GUARD_BYTES ((size_t)0)
+#endif
 
 /* Guards only the over-aligned list (alignments of 2 MiB and more: rare). */
 static hak_lock_t overaligned_lock = HAK_LOCK_NAMED("large-overaligned");
@@ -105,8 +114,8 @@ static hak_segment_t *huge_map(size_t map) {
 }
 
 static void *huge_alloc(size_t size, size_t align, bool zero) {
-  size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET;
-  size_t need = off + size + (size == 0); /* the pointer stays inside the mapping */
+  size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET, guard = GUARD_BYTES;
+  size_t need = off + size + (size == 0) + guard; /* the pointer stays inside the mapping */
   if (need < size || need > (SIZE_MAX >> 1)) return NULL;
   /* Below 2 MiB, 64 KiB units (the slice map marks whole slices, so no
    * other mapping may share the last one; and a multiple of any page size):
@@ -128,10 +137,12 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
     if (!s) return NULL;
     s->map_size = map;
     slice_map_set(s, huge_marked(map), HAK_CLASS_NONE + 1);
+    /* a cached mapping keeps its guard (its size never changes: no mremap) */
+    if (guard) os_guard((uint8_t *)s + map - guard, guard, true);
   }
   s->kind = HAK_SEG_HUGE;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
-  s->huge_size = s->map_size - off;
+  s->huge_size = s->map_size - off - guard;
   s->magic = HAK_SEG_MAGIC;
   live_add(1, s->map_size);
   uint8_t *p = (uint8_t *)s + off;
@@ -148,7 +159,8 @@ static void *huge_alloc(size_t size, size_t align, bool zero) {
 }
 
 static void huge_free(hak_segment_t *s, void *p) {
-  if (s->magic != HAK_SEG_MAGIC || s->huge_size == 0 || (uint8_t *)p != (uint8_t *)s + (s->map_size - s->huge_size)) {
+  if (s->magic != HAK_SEG_MAGIC || s->huge_size == 0 ||
+      (uint8_t *)p != (uint8_t *)s + (s->map_size - s->huge_size - GUARD_BYTES)) {
     report_invalid("free", p);
     return;
   }
@@ -169,19 +181,20 @@ static void huge_free(hak_segment_t *s, void *p) {
 
 static void *overaligned_alloc(size_t size, size_t align, bool zero) {
   (void)zero; /* fresh mappings are zero */
-  size_t ps = os_page_size();
-  size_t map = size + align + ps;
+  size_t ps = os_page_size(), guard = GUARD_BYTES;
+  size_t map = size + align + ps + guard;
   if (map < size || size > (SIZE_MAX >> 2) || align > (SIZE_MAX >> 2)) return NULL;
   map = align_up(map, ps);
   uint8_t *base = os_map(map);
   if (!base && large_reclaim()) base = os_map(map);
   if (!base) return NULL;
+  if (guard) os_guard(base + map - guard, guard, true);
   uint8_t *p = (uint8_t *)align_up((uintptr_t)base + ps, align);
   overaligned_t *o = (overaligned_t *)(p - sizeof(overaligned_t));
   o->magic = OVERALIGNED_MAGIC;
   o->base = base;
   o->map = map;
-  o->usable = (size_t)(base + map - p);
+  o->usable = (size_t)(base + map - guard - p);
   hak_lock(&overaligned_lock);
   o->next = overaligned_list;
   overaligned_list = o;
@@ -231,11 +244,12 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   if (align >= HAK_SEG_SIZE) return overaligned_alloc(size, align, zero);
   size_t slack = align > HAK_SLICE_SIZE ? align - HAK_SLICE_SIZE : 0;
   size_t room = (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
-  if (size + slack + 1 > room || size > room) return huge_alloc(size, align, zero);
+  size_t guard = GUARD_BYTES;
+  if (size + slack + 1 + guard > room || size > room) return huge_alloc(size, align, zero);
   /* The aligned block may start `slack` bytes in and needs at least one byte
    * after that, or the pointer would sit at the run's end (even in the next
    * segment's chunk). */
-  size_t span = size + slack + (size == 0);
+  size_t span = size + slack + (size == 0) + guard;
   unsigned n = (unsigned)((span + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   /* The thread's page cache under its heap's lock: a collector may flush it
    * (heap/collect.c). */
@@ -253,8 +267,11 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   bool known_zero = pg->known_zero;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
   pg->start = b;
-  pg->bsize = (uint32_t)(pg->end - b);
+  pg->bsize = (uint32_t)(pg->end - guard - b);
   pg->used = 1;
+#if HAK_SECURE
+  segment_large_guard(pg);
+#endif
   if (zero && !known_zero) memset(b, 0, size);
   HAK_STAT_INC(HAK_EV_LARGE_ALLOC);
   return b;
@@ -297,6 +314,7 @@ size_t large_usable(const void *p) {
  * slices leaving the mapping stop being ours before the kernel can hand
  * them to anyone else. */
 static bool huge_remap(hak_segment_t *s, size_t size) {
+  if (HAK_SECURE) return false; /* the guard splits the mapping: mremap would fail */
   size_t off = s->map_size - s->huge_size;
   if (off + size < size || off + size > (SIZE_MAX >> 1)) return false;
   size_t map = align_up(off + size, off + size > s->map_size ? HAK_SEG_SIZE : HAK_SLICE_SIZE);
@@ -335,7 +353,7 @@ bool large_resize_inplace(void *p, size_t size) {
  * can hand it to anyone else. */
 void *large_realloc_move(void *p, size_t size) {
   hak_segment_t *s = segment_of(p);
-  if (s->kind != HAK_SEG_HUGE || size <= s->huge_size) return NULL;
+  if (HAK_SECURE || s->kind != HAK_SEG_HUGE || size <= s->huge_size) return NULL; /* secure: see GUARD_BYTES */
   size_t off = s->map_size - s->huge_size, old = s->map_size;
   if (off + size < size || off + size > (SIZE_MAX >> 1)) return NULL;
   size_t map = align_up(off + size, HAK_SEG_SIZE);

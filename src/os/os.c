@@ -160,6 +160,14 @@ void os_purge(void *p, size_t size) {
   HAK_STAT_ADD(HAK_EV_PURGE_BYTES, size);
 }
 
+bool os_guard(void *p, size_t size, bool guard) {
+  need_page_aligned("mprotect", p, size);
+  int saved = errno;
+  int rc = mprotect(p, size, guard ? PROT_NONE : PROT_READ | PROT_WRITE);
+  errno = saved;
+  return rc == 0;
+}
+
 bool os_remap_inplace(void *p, size_t old_size, size_t new_size) {
   need_page_aligned("mremap", p, old_size);
   need_page_aligned("mremap", p, new_size);

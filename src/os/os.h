@@ -17,6 +17,9 @@ void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
 bool   os_remap_to(void *p, size_t old_size, void *dest, size_t new_size) HAK_HIDDEN; /* move, no copy */
 size_t os_page_size(void) HAK_HIDDEN;
+/* Secure build: make [p, p+size) a guard (no access) or ordinary memory
+ * again; false if the kernel refused (hugetlb pages cannot be split). */
+bool   os_guard(void *p, size_t size, bool guard) HAK_HIDDEN;
 uint32_t os_now_ms(void) HAK_HIDDEN;                      /* coarse monotonic clock (vDSO) */
 void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping made outside os_map* */
 

@@ -8,7 +8,9 @@
  * silently. The signaller reads page->owner only after its first CAS. The
  * owner pops the stack and takes page->remote whole with an exchange that
  * also clears the bit, so the next push signals again. No block waits
- * unseen, and a page is never on the stack twice.
+ * unseen, and a page is never on the stack twice. The links inside the
+ * blocks are written and read through segment/free_list.h (encoded and
+ * checked in the secure build); the page->remote word itself stays plain.
  *
  * The bit also keeps a page alive: while it is set a signal may be in flight,
  * so the owner retires a page only when the word is 0 (no block pending, no
@@ -76,6 +78,7 @@
 #include "heap/collect.h"
 #include "heap/heap.h"
 #include "os/lock.h"
+#include "segment/free_list.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
 
@@ -86,7 +89,7 @@ static _Atomic(hak_page_t *) abandoned[HAK_NCLASSES];
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   do {
-    *(void **)last = (void *)(old & ~HAK_REMOTE_QUEUED);
+    block_set_next(page, last, (void *)(old & ~HAK_REMOTE_QUEUED));
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, (uintptr_t)first | HAK_REMOTE_QUEUED,
                                                   memory_order_acq_rel, memory_order_relaxed));
   HAK_STAT_ADD(HAK_EV_REMOTE_FREE, n);
@@ -110,7 +113,7 @@ unsigned remote_take(hak_page_t *page, bool keep_queued, void **out_head, void *
   void *list = (void *)(v & ~HAK_REMOTE_QUEUED);
   unsigned n = 0;
   void *tail = NULL;
-  for (void *b = list; b; b = *(void **)b) {
+  for (void *b = list; b; b = block_next(page, b)) {
     tail = b;
     n++;
   }
@@ -202,7 +205,7 @@ bool remote_collect_abandoned(void) {
       void *head, *tail;
       unsigned n = remote_take(p, true, &head, &tail);
       if (n) {
-        *(void **)tail = p->free;
+        block_set_next(p, tail, p->free);
         p->free = head;
         p->used -= n;
       }

@@ -12,11 +12,13 @@
  * hak_config.segment_cache are unmapped. */
 #include "segment/segment.h"
 #include "segment/page_cache.h"
+#include "segment/free_list.h"
 #include "guard/registry.h"
 #include "guard/unmapped.h"
 #include "heap/size_class.h"
 #include "os/lock.h"
 #include "os/os.h"
+#include "os/random.h"
 #include "policy/config.h"
 #include "policy/purger.h"
 #include "stats/stats.h"
@@ -45,7 +47,38 @@ static void list_remove(hak_segment_t *s) {
   s->next = s->prev = NULL;
 }
 
-static size_t slice_usable(unsigned i) { return i == 0 ? HAK_SLICE_SIZE - HAK_SEG_HDR_SIZE : HAK_SLICE_SIZE; }
+#if HAK_SECURE
+/* Secure build: the header is followed by a guard, OS pages of no access up
+ * to where slice 0's blocks start (aligned to HAK_SEG_HDR_SIZE, as the
+ * aligned allocations expect): with 4 KiB pages the header is one page, the
+ * guard takes 4-8 KiB and blocks start at 8 KiB as in the other builds (a
+ * bigger header would cost slice 0 room, and RSS). Where the pages are
+ * so big that nothing of slice 0 would be left (64 KiB pages: header 0-64,
+ * guard 64-128 KiB), slice 0 and the slices the guard covers are never free:
+ * all_free lacks them. Computed once, at the first segment (under seg_lock). */
+static size_t slice0_start = HAK_SEG_HDR_SIZE, guard_from;
+static uint32_t all_free = ALL_SLICES;
+
+static void guard_geometry(void) {
+  if (guard_from) return;
+  size_t ps = os_page_size();
+  size_t from = align_up(sizeof(struct hak_segment), ps);
+  size_t to = align_up(from + ps, HAK_SEG_HDR_SIZE);
+  if (to >= HAK_SLICE_SIZE) { /* no room left in slice 0 */
+    to = align_up(to, HAK_SLICE_SIZE);
+    all_free = ALL_SLICES << (to >> HAK_SLICE_SHIFT);
+  }
+  slice0_start = to;
+  guard_from = from;
+}
+#define SLICE0_START slice0_start
+#define ALL_FREE all_free
+#else
+#define SLICE0_START HAK_SEG_HDR_SIZE
+#define ALL_FREE ALL_SLICES
+#endif
+
+static size_t slice_usable(unsigned i) { return i == 0 ? HAK_SLICE_SIZE - SLICE0_START : HAK_SLICE_SIZE; }
 
 static size_t mask_bytes(uint32_t m) {
   size_t b = (size_t)__builtin_popcount(m & ~1u) * HAK_SLICE_SIZE;
@@ -64,11 +97,17 @@ static hak_segment_t *segment_map(void) {
   s->kind = HAK_SEG_SMALL;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
   s->map_size = HAK_SEG_SIZE;
-  s->free_mask = ALL_SLICES;
+#if HAK_SECURE
+  guard_geometry();
+  free_list_keys_init(s);
+  /* hugetlb segments refuse (one 2 MiB page): they go without */
+  os_guard((uint8_t *)s + guard_from, slice0_start - guard_from, true);
+#endif
+  s->free_mask = ALL_FREE;
   s->dirty_mask = 0;
   slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
-  free_slice_bytes += mask_bytes(ALL_SLICES);
+  free_slice_bytes += mask_bytes(ALL_FREE);
   list_push(s);
   seg_empty++;
   return s;
@@ -89,7 +128,7 @@ static void segment_unmap(hak_segment_t *s) {
   list_remove(s);
   seg_empty--;
   dirty_bytes -= mask_bytes(s->dirty_mask);
-  free_slice_bytes -= mask_bytes(ALL_SLICES);
+  free_slice_bytes -= mask_bytes(ALL_FREE);
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   unmapped_note(s, HAK_SEG_SIZE);
@@ -115,7 +154,7 @@ static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
  * memory went back that did not. */
 static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
   uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
-  if (os_page_size() > HAK_SEG_HDR_SIZE) d &= ~1u;
+  if (SLICE0_START & (os_page_size() - 1)) d &= ~1u;
   while (d) {
     unsigned i = (unsigned)__builtin_ctz(d);
     d &= d - 1;
@@ -126,7 +165,7 @@ static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
     unsigned a = (unsigned)__builtin_ctz(left);
     unsigned b = a;
     while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
-    uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? HAK_SEG_HDR_SIZE : 0);
+    uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? SLICE0_START : 0);
     uint8_t *to = (uint8_t *)s + (size_t)(b + 1) * HAK_SLICE_SIZE;
     os_purge(from, (size_t)(to - from));
     uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
@@ -161,7 +200,7 @@ static void purge_policy(void) {
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
-  uint8_t *start = first == 0 ? (uint8_t *)s + HAK_SEG_HDR_SIZE : base;
+  uint8_t *start = first == 0 ? (uint8_t *)s + SLICE0_START : base;
   uint8_t *end = base + (size_t)n * HAK_SLICE_SIZE;
   memset(pg, 0, offsetof(hak_page_t, anext)); /* a stale abandoned entry may point here */
   pg->start = pg->bump = start;
@@ -242,13 +281,13 @@ static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
     s = segment_map();
     if (!s) return NULL;
     first = find_run(s->free_mask, 0, n, slice0_ok);
-  } else if (s->free_mask == ALL_SLICES) {
+  } else if (s->free_mask == ALL_FREE) {
     HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
   }
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   /* A free slice that is not dirty was never touched, or purged since. */
   bool zero = (s->dirty_mask & run) == 0;
-  if (s->free_mask == ALL_SLICES) seg_empty--;
+  if (s->free_mask == ALL_FREE) seg_empty--;
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
   free_slice_bytes -= mask_bytes(run);
@@ -324,7 +363,7 @@ void segment_pages_free(hak_page_t *list) {
 #define PURGE_SEGS 32
 void segment_pages_free_purged(hak_page_t *list) {
   for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
-  bool header_shared = os_page_size() > HAK_SEG_HDR_SIZE; /* slice 0 cannot be purged */
+  bool header_shared = (SLICE0_START & (os_page_size() - 1)) != 0; /* slice 0 cannot be purged */
   while (list) {
     hak_segment_t *seg[PURGE_SEGS];
     uint32_t runs[PURGE_SEGS];
@@ -349,7 +388,7 @@ void segment_pages_free_purged(hak_page_t *list) {
       for (uint32_t left = runs[i]; left;) {
         unsigned a = (unsigned)__builtin_ctz(left), b = a;
         while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
-        uint8_t *from = (uint8_t *)seg[i] + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? HAK_SEG_HDR_SIZE : 0);
+        uint8_t *from = (uint8_t *)seg[i] + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? SLICE0_START : 0);
         os_purge(from, (size_t)((uint8_t *)seg[i] + (size_t)(b + 1) * HAK_SLICE_SIZE - from));
         left &= ~((b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1));
       }
@@ -366,9 +405,27 @@ void segment_pages_free_purged(hak_page_t *list) {
   }
 }
 
+#if HAK_SECURE
+static uint8_t *large_guard_at(hak_segment_t *s, unsigned first, unsigned n) {
+  return (uint8_t *)s + ((size_t)(first + n) << HAK_SLICE_SHIFT) - os_page_size();
+}
+
+void segment_large_guard(hak_page_t *pg) {
+  hak_segment_t *s = segment_of(pg);
+  uint32_t bit = 1u << pg->first_slice;
+  if (atomic_load_explicit(&s->guard_mask, memory_order_relaxed) & bit) return;
+  if (os_guard(large_guard_at(s, pg->first_slice, pg->slice_count), os_page_size(), true))
+    atomic_fetch_or_explicit(&s->guard_mask, bit, memory_order_relaxed);
+}
+#endif
+
 static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
+#if HAK_SECURE
+  if (atomic_fetch_and_explicit(&s->guard_mask, ~(1u << first), memory_order_relaxed) & (1u << first))
+    os_guard(large_guard_at(s, first, n), os_page_size(), false);
+#endif
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   if (s->free_mask == 0) list_push(s);
   s->free_mask |= run;
@@ -380,7 +437,7 @@ static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
   s->dirty_mask |= run & ~clean;
   dirty_bytes += mask_bytes(run & ~clean);
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
-  if (s->free_mask == ALL_SLICES) {
+  if (s->free_mask == ALL_FREE) {
     seg_empty++;
     if (seg_empty > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(s);
   }
@@ -411,7 +468,7 @@ bool segment_trim(void) {
   hak_lock(&seg_lock);
   for (hak_segment_t *s = seg_head, *next; s; s = next) {
     next = s->next;
-    if (s->free_mask == ALL_SLICES && segment_unmap_safe(s)) { segment_unmap(s); any = true; }
+    if (s->free_mask == ALL_FREE && segment_unmap_safe(s)) { segment_unmap(s); any = true; }
   }
   if (dirty_bytes) { purge_sweep(os_now_ms(), 0); any = true; }
   hak_unlock(&seg_lock);
@@ -423,4 +480,9 @@ size_t segment_dirty_bytes(void) { return dirty_bytes; }
 
 void segment_atfork_prepare(void) { hak_lock_fork(&seg_lock); }
 void segment_atfork_parent(void) { hak_unlock_fork(&seg_lock); }
-void segment_atfork_child(void) { hak_lock_reset(&seg_lock); }
+void segment_atfork_child(void) {
+  hak_lock_reset(&seg_lock);
+#if HAK_SECURE
+  os_random_atfork_child(); /* new segments of the child get keys the parent cannot guess */
+#endif
+}

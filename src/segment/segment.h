@@ -38,6 +38,14 @@ size_t segment_free_bytes(void) HAK_HIDDEN;
 /* Of those, bytes still resident (freed but not yet purged). */
 size_t segment_dirty_bytes(void) HAK_HIDDEN;
 
+#if HAK_SECURE
+/* Secure build: the last OS page of a large page's run of slices becomes a
+ * guard (no access), unless it is one already. It stays while the page waits
+ * in a page cache for another large block of its size, and goes when the
+ * slices return to their segment. */
+void segment_large_guard(hak_page_t *page) HAK_HIDDEN;
+#endif
+
 /* Threads taking entries off the abandoned stacks (remote/remote.c): while
  * one is, it may read any page record it found there, so no segment is
  * unmapped (skipped, never waited for). */

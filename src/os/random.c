@@ -1,0 +1,41 @@
+/* random.c — see random.h. The seed comes from getrandom (non-blocking: at
+ * early boot it fails rather than waits), else from the 16 bytes the kernel
+ * gave the process at exec (AT_RANDOM), mixed with the clock and a stack
+ * address; the generator is splitmix64 on one word of TLS: a few
+ * instructions per number, enough to keep keys and block order unknown to
+ * a program that cannot read HAKMEM's metadata. */
+#include "os/random.h"
+
+#if HAK_SECURE
+#include <errno.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/random.h>
+#include <time.h>
+
+static __thread uint64_t rng_state;
+
+static uint64_t seed(void) {
+  uint64_t s = 0;
+  int saved = errno;
+  ssize_t got = getrandom(&s, sizeof s, GRND_NONBLOCK);
+  errno = saved;
+  if (got != (ssize_t)sizeof s) {
+    const uint64_t *at = (const uint64_t *)getauxval(AT_RANDOM);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s = (at ? at[0] ^ at[1] : 0) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)&s;
+  }
+  return s | 1; /* 0 means "not seeded" */
+}
+
+uint64_t os_random_next(void) {
+  if (HAK_UNLIKELY(rng_state == 0)) rng_state = seed();
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+void os_random_atfork_child(void) { rng_state = 0; }
+#endif
