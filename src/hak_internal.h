@@ -26,6 +26,18 @@
 #define HAK_SECURE 0
 #endif
 
+/* Builds with checks mark a freed block in its second word (front/front.h;
+ * malloc wipes it). The secure build, which stops at a match without looking
+ * further, mixes in the block's address: a mark copied with the contents of
+ * one block into another (realloc, memcpy of stale memory) is then not that
+ * block's mark, and not taken for a double free. */
+extern uintptr_t hak_free_key __attribute__((visibility("hidden")));
+#if HAK_SECURE
+#define HAK_FREE_MARK(p) (hak_free_key ^ (uintptr_t)(p))
+#else
+#define HAK_FREE_MARK(p) hak_free_key
+#endif
+
 #define HAK_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define HAK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define HAK_INLINE      static inline __attribute__((always_inline))

@@ -31,15 +31,7 @@ void free_suspect(void *p) HAK_HIDDEN;
  * report or the ordinary free. Also a tail call. */
 void free_checked(void *p) HAK_HIDDEN;
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
-/* The mark itself. The secure build, which stops at a match without looking
- * further, mixes in the block's address: a mark copied with the contents of
- * one block into another (realloc, memcpy of stale memory) is then not
- * that block's mark, and is not taken for a double free. */
-#if defined(HAK_SECURE) && HAK_SECURE
-#define HAK_FREE_MARK(p) (hak_free_key ^ (uintptr_t)(p))
-#else
-#define HAK_FREE_MARK(p) hak_free_key
-#endif
+/* (the mark itself: HAK_FREE_MARK, hak_internal.h) */
 #else
 #define HAK_MARK_ALLOCATED(p) ((void)0)
 #endif

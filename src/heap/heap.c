@@ -99,7 +99,6 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
  * ones on the page's free list (empty whenever the page is carved), so even
  * a refill of one block has a choice. */
 #define CARVE_EXTRA 16
-extern uintptr_t hak_free_key HAK_HIDDEN; /* front/front.h: HAK_FREE_MARK */
 
 static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   void *extra[CARVE_EXTRA];
@@ -115,7 +114,7 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
 #undef CARVED
   p->bump += (size_t)w * p->bsize;
   for (unsigned i = 0; i < e; i++) {
-    ((uintptr_t *)extra[i])[1] = hak_free_key ^ (uintptr_t)extra[i]; /* free, like every block on a list */
+    ((uintptr_t *)extra[i])[1] = HAK_FREE_MARK(extra[i]); /* free, like every block on a list */
     block_set_next(p, extra[i], p->free);
     p->free = extra[i];
   }

@@ -81,15 +81,12 @@
 #include "os/os.h"
 #include "policy/config.h"
 #include "remote/remote.h"
+#include "segment/free_list.h"
 #include "segment/page_cache.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
 
 #include <string.h>
-
-#if HAK_CHECKS
-extern uintptr_t hak_free_key HAK_HIDDEN; /* front/malloc.c */
-#endif
 
 static hak_lock_t uheap_lock = HAK_LOCK_NAMED("user_heaps");
 static hak_heap_t *uheap_list; /* live and dying heaps, through live_next/live_prev */
@@ -191,7 +188,7 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
     if (HAK_LIKELY(pg != NULL)) {
       b = pg->free;
       if (b) {
-        pg->free = *(void **)b;
+        pg->free = block_next(pg, b);
       } else {
         b = pg->bump;
         pg->bump += pg->bsize;
@@ -244,7 +241,7 @@ hak_heap_t *uheap_of(const void *p) {
 
 #if HAK_CHECKS
 static bool on_free_list(const hak_page_t *pg, const void *p) {
-  for (void *b = pg->free; b; b = *(void **)b)
+  for (void *b = pg->free; b; b = block_next(pg, b))
     if (b == p) return true;
   return false;
 }
@@ -279,7 +276,7 @@ bool uheap_free(void *p) {
   if (atomic_load_explicit(&h->user_state, memory_order_relaxed) != HAK_UHEAP_LIVE) bad = "block of a heap being destroyed";
   else if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
 #if HAK_CHECKS
-  else if (((uintptr_t *)p)[1] == hak_free_key && on_free_list(pg, p)) bad = "double free";
+  else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
 #endif
   if (bad) {
     heap_unlock(h);
@@ -287,10 +284,10 @@ bool uheap_free(void *p) {
     return true;
   }
 #if HAK_CHECKS
-  ((uintptr_t *)p)[1] = hak_free_key;
+  ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
   unsigned cls = pg->cls;
-  *(void **)p = pg->free;
+  block_set_next(pg, p, pg->free);
   pg->free = p;
   pg->used--;
   if (pg->state == HAK_PAGE_FULL) { /* behind the current page */
