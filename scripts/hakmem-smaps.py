@@ -15,7 +15,9 @@ Kernels built without CONFIG_ANON_VMA_NAME (or older than 5.17) show no
 names. Then the script falls back to an estimate and says so: anonymous
 read-write mappings that start on a 2 MiB boundary and span at least 2 MiB
 (segments and huge blocks always do; a neighbouring heap record may be merged
-into them, and other large anonymous mappings of the program may match too).
+into them, and other large anonymous mappings of the program may match too),
+counting mappings joined through no-access ones (the secure build's guard
+pages) as one.
 """
 import json
 import re
@@ -45,9 +47,30 @@ def mappings(text):
         yield cur
 
 
+def guard_runs(maps):
+    """Without names: anonymous mappings joined through no-access ones (the
+    secure build's guard pages split a segment or huge block into several
+    mappings) count as one, the first one's start and permissions."""
+    out = []
+    for m in maps:
+        guard = not m["path"] and m["perms"].startswith("---")
+        prev = out[-1] if out else None
+        if prev is not None and not m["path"] and not prev["path"] and prev["hi"] == m["lo"] and \
+                (guard or prev["guard_end"]):
+            prev["hi"] = m["hi"]
+            prev["guard_end"] = guard
+            for f, v in m["kb"].items():
+                prev["kb"][f] = prev["kb"].get(f, 0) + v
+            continue
+        out.append(dict(m, kb=dict(m["kb"]), guard_end=guard))
+    return out
+
+
 def summarize(text):
     maps = list(mappings(text))
     named = any(m["path"].startswith("[anon:hakmem") for m in maps)
+    if not named:
+        maps = guard_runs(maps)
     kinds = {}
     for m in maps:
         if named:
