@@ -11,19 +11,24 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static __thread uint64_t rng_state;
 
+/* Raw system calls: the first segment can be mapped inside a sanitizer's
+ * own start-up (AddressSanitizer's dlsym allocates), before its
+ * interceptors of getrandom and clock_gettime work. */
 static uint64_t seed(void) {
   uint64_t s = 0;
   int saved = errno;
-  ssize_t got = getrandom(&s, sizeof s, GRND_NONBLOCK);
+  long got = syscall(SYS_getrandom, &s, sizeof s, GRND_NONBLOCK);
   errno = saved;
-  if (got != (ssize_t)sizeof s) {
+  if (got != (long)sizeof s) {
     const uint64_t *at = (const uint64_t *)getauxval(AT_RANDOM);
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
     s = (at ? at[0] ^ at[1] : 0) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uintptr_t)&s;
   }
   return s | 1; /* 0 means "not seeded" */
