@@ -13,6 +13,8 @@
  *   guard-meta  a write just after the segment header: SIGSEGV
  *   stamp-copy  user data copied from another block's freed memory (the free
  *               mark included) is not taken for a double free: exits 0
+ *   heap-large  a first-class heap's large block on a page that was cached
+ *               with its guard: all of its usable size is writable
  *
  * usage: test_secure_hardening [PAGE_SIZE]  (the page size the library
  * believes in: 65536 for the simulated 64 KiB-page build) */
@@ -87,6 +89,25 @@ static void case_guard_meta(void)
     ((volatile char *)seg)[hdr] = 1; /* the first byte after the header's pages */
 }
 
+/* A large page freed with its guard, cached, then taken by a first-class
+ * heap: the heap's block must not reach into the guard. */
+static void case_heap_large(void)
+{
+    void *(*heap_new)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "hak_heap_new");
+    void *(*heap_malloc)(void *, size_t) = (void *(*)(void *, size_t))dlsym(RTLD_DEFAULT, "hak_heap_malloc");
+    void (*heap_destroy)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "hak_heap_destroy");
+    CHECK(heap_new && heap_malloc && heap_destroy, "no hak_heap_* functions");
+    void *v[6]; /* more than the thread's page cache keeps: some go to the exchange */
+    for (int i = 0; i < 6; i++) v[i] = malloc(ht_hide(100000));
+    for (int i = 0; i < 6; i++) free(v[i]);
+    void *h = heap_new();
+    CHECK(h != NULL, "hak_heap_new failed");
+    char *q = heap_malloc(h, ht_hide(100000));
+    CHECK(q != NULL, "hak_heap_malloc failed");
+    memset(q, 1, malloc_usable_size(q));
+    heap_destroy(h);
+}
+
 static void case_stamp_copy(void)
 {
     uintptr_t *p1 = malloc(ht_hide(64)), *p2 = malloc(ht_hide(64));
@@ -110,6 +131,7 @@ static const hcase_t cases[] = {
     {"guard-large", case_guard_large, SIGSEGV, NULL},
     {"guard-meta", case_guard_meta, SIGSEGV, NULL},
     {"stamp-copy", case_stamp_copy, 0, NULL},
+    {"heap-large", case_heap_large, 0, NULL},
 };
 
 static int run_case(const hcase_t *c)

@@ -208,7 +208,10 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
 
 void *uheap_alloc_large(hak_heap_t *h, size_t size, size_t align, bool zero) {
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
-  unsigned n = (unsigned)((size + (size == 0) + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+  /* Secure build: a guard page after the block, as large.c's (a cached
+   * large page may come with one already). */
+  size_t guard = HAK_SECURE ? os_page_size() : 0;
+  unsigned n = (unsigned)((size + (size == 0) + guard + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   heap_lock(h);
   hak_page_t *pg = NULL;
   if (atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE) {
@@ -216,8 +219,11 @@ void *uheap_alloc_large(hak_heap_t *h, size_t size, size_t align, bool zero) {
     if (pg) {
       uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
       pg->start = b;
-      pg->bsize = (uint32_t)(pg->end - b);
+      pg->bsize = (uint32_t)(pg->end - guard - b);
       pg->used = 1;
+#if HAK_SECURE
+      segment_large_guard(pg);
+#endif
       if (zero && !pg->known_zero) memset(b, 0, size);
       /* Set before the block is out: large_free tells heap pages by it. */
       atomic_store_explicit(&pg->owner, h, memory_order_release);

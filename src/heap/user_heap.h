@@ -33,7 +33,9 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) HAK_HIDDEN;
  * alignment slack, alignment at most 64 KiB. Bigger blocks are the
  * process's (front/heap_api.c). */
 HAK_INLINE bool uheap_large_fits(size_t size, size_t align) {
-  return align <= HAK_SLICE_SIZE && size < (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
+  /* the secure build's guard page after the block: room for the biggest page */
+  size_t guard = HAK_SECURE ? HAK_SLICE_SIZE : 0;
+  return align <= HAK_SLICE_SIZE && size + guard < (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
 }
 /* A large block with uheap_large_fits from h, aligned to align; NULL when
  * the OS refuses memory or h is not live. */
