@@ -357,18 +357,24 @@ void *large_realloc_move(void *p, size_t size) {
   size_t off = s->map_size - s->huge_size, old = s->map_size;
   if (off + size < size || off + size > (SIZE_MAX >> 1)) return NULL;
   size_t map = align_up(off + size, HAK_SEG_SIZE);
-  hak_segment_t *t = huge_map(map);
-  if (!t) return NULL;
+  /* The destination: a cached mapping if one fits (the move replaces its
+   * pages; it is still ours in the slice map), else a fresh one. */
+  bool resident;
+  hak_segment_t *t = huge_cache_take(map, 2 * map, &resident);
+  bool fresh = t == NULL;
+  if (t) map = t->map_size;
+  else if (!(t = huge_map(map))) return NULL;
   slice_map_set(s, huge_marked(old), 0);
   if (!os_remap_to(s, old, t, map)) {
     slice_map_set(s, huge_marked(old), HAK_CLASS_NONE + 1);
-    os_unmap(t, map);
+    if (fresh) os_unmap(t, map);
+    else if (!huge_cache_put(t)) huge_unmap(t);
     return NULL;
   }
   unmapped_note(s, old);
   t->map_size = map; /* the header moved with the pages */
   t->huge_size = map - off;
-  slice_map_set(t, huge_marked(map), HAK_CLASS_NONE + 1);
+  if (fresh) slice_map_set(t, huge_marked(map), HAK_CLASS_NONE + 1);
   live_add(0, map - old);
   return (uint8_t *)t + off;
 }
