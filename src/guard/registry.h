@@ -25,8 +25,13 @@
  * a preempted thread leaves anything half done: at worst one leaf mapping
  * is lost (unused address space). Entries of a slice are written only by
  * the thread that owns the slice's segment state (under the segment lock,
- * or by the huge block's allocator/freer) and are single aligned 16-bit
- * stores. Bits above 47 of a pointer are ignored, as they always were. */
+ * or by the huge block's allocator/freer, or by a first-class heap under its
+ * lock) and are single aligned 16-bit atomic stores, read with relaxed
+ * atomic loads (the same one instruction as a plain load): an entry may
+ * change while other threads free blocks of its page (hak_heap_delete gives
+ * a heap's pages their class's entry back, heap/user_heap.c), and a reader
+ * then sees the old entry or the new one, both of which route the block
+ * right. Bits above 47 of a pointer are ignored, as they always were. */
 #ifndef HAK_REGISTRY_H
 #define HAK_REGISTRY_H
 
@@ -57,7 +62,7 @@ HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
   top = slice >> HAK_LEAF_BITS;
 #endif
   uintptr_t leaf = __atomic_load_n(&hak_slice_top[top], __ATOMIC_RELAXED);
-  return *(const hak_slice_entry_t *)(leaf + slice * sizeof(hak_slice_entry_t));
+  return __atomic_load_n((const hak_slice_entry_t *)(leaf + slice * sizeof(hak_slice_entry_t)), __ATOMIC_RELAXED);
 }
 
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge

@@ -37,9 +37,12 @@
  *
  * free() of a block. free_slow reads the page's owner; if it is a
  * first-class heap it takes that heap's lock and checks again under it that
- * the page still belongs to the heap and the slice map still says so.
- * Then the block goes on its page's free list (used--); a page left empty
- * goes back to its segment unless it is the class's only page.
+ * the page still belongs to the heap (delete and destroy change the owner
+ * under the same lock). Then the block goes on its page's free list
+ * (used--); a page left empty goes back to its segment unless it is the
+ * class's only page. A free that meets a heap marked for teardown whose
+ * pages are still there (the teardown waits for the lock) is an ordinary
+ * one: hak_heap_delete may run while other threads free its blocks.
  *  - After hak_heap_delete the page's slice map entry is the class's again
  *    and its owner is NULL (abandoned): uheap_free returns false and the
  *    block is freed as any block of the process.
@@ -47,7 +50,7 @@
  *    (slice_cls NONE), and free() reports an invalid pointer, unless the
  *    slices were already reused by another page, which no allocator can
  *    tell from a valid free (as in mimalloc, it is the program's bug).
- *    Under the lock, a page whose heap is no longer live is reported, never
+ *    A free that finds the page detached under the lock is reported, never
  *    freed into.
  *  - Builds with checks stamp freed blocks (the free key) and look for a
  *    block carrying the key on its page's free list: a double free is
@@ -270,7 +273,12 @@ bool uheap_free(void *p) {
   /* A thread heap's record says NONE forever, a first-class heap's never. */
   if (!h || atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_NONE) return false;
   heap_lock(h);
-  if (atomic_load_explicit(&pg->owner, memory_order_relaxed) != h || !uheap_class_block(p)) {
+  /* Under the lock the owner says it all: delete and destroy change it
+   * (abandon, detach) under this lock, before the slice map or the page
+   * record can change. A heap being torn down that has not taken the lock
+   * yet still has its pages: the block goes back as usual (delete then
+   * hands the page over with the right count; destroy drops it anyway). */
+  if (atomic_load_explicit(&pg->owner, memory_order_relaxed) != h) {
     heap_unlock(h);
     /* Deleted meanwhile (the page is the process's now): an ordinary free.
      * Otherwise destroyed meanwhile: the program's bug, reported. */
@@ -279,8 +287,7 @@ bool uheap_free(void *p) {
     return true;
   }
   const char *bad = NULL;
-  if (atomic_load_explicit(&h->user_state, memory_order_relaxed) != HAK_UHEAP_LIVE) bad = "block of a heap being destroyed";
-  else if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
+  if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
 #if HAK_CHECKS
   else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
 #endif

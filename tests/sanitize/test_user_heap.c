@@ -3,7 +3,7 @@
  * (prefix-only: TSan sees every access HAKMEM makes, and the stress part
  * is the race check of heap/user_heap.c's locking).
  *
- * usage: test_user_heap [PART]   (PART: basic tree threads delete stress fork nocache bad; default all)
+ * usage: test_user_heap [PART]   (PART: basic tree threads delete delete_race stress fork nocache bad; default all)
  *
  *  basic   malloc/calloc (zeroed)/realloc (contents kept)/aligned_alloc
  *          (aligned) in a heap, large blocks, the NULL heap is the process's
@@ -14,6 +14,8 @@
  *  threads blocks of a heap freed by other threads, then reused
  *  delete  hak_heap_delete, then the blocks checked and freed by another
  *          thread; the process allocates on from the pages
+ *  delete_race  hak_heap_delete while two threads free the heap's blocks:
+ *          every free an ordinary one
  *  stress  two heaps shared by four threads: allocate from either heap,
  *          swap blocks through a mailbox, check and free them anywhere
  *  fork    fork while another thread uses the heap; the child allocates,
@@ -301,6 +303,47 @@ static void part_delete(void)
     printf("delete: ok\n");
 }
 
+/* ---- delete while other threads free the heap's blocks ----------------------
+ * Legal: delete keeps the blocks valid. Each free must be an ordinary one
+ * (no message), before, during or after the delete. */
+
+static atomic_int g_go;
+
+static void *free_half_racing(void *arg)
+{
+    size_t k = (size_t)arg;
+    while (!atomic_load(&g_go)) {
+    }
+    for (size_t i = k; i < XN; i += 2) {
+        CHECK(ht_verify(g_blocks[i], i, 0, 64) == (size_t)-1, "block %zu changed", i);
+        hak_free(g_blocks[i]);
+    }
+    return NULL;
+}
+
+static void part_delete_race(void)
+{
+    for (int round = 0; round < 20; round++) {
+        hak_heap_t *h = hak_heap_new();
+        for (size_t i = 0; i < XN; i++) {
+            g_blocks[i] = hak_heap_malloc(h, 64 + (i % 7) * 16);
+            ht_fill(g_blocks[i], i, 0, 64);
+        }
+        atomic_store(&g_go, 0);
+        pthread_t t[2];
+        for (size_t k = 0; k < 2; k++) pthread_create(&t[k], NULL, free_half_racing, (void *)k);
+        capture_begin();
+        atomic_store(&g_go, 1);
+        for (volatile int spin = 0; spin < round * 2000; spin++) {
+        }
+        hak_heap_delete(h);
+        for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
+        const char *msg = capture_end();
+        CHECK(msg[0] == 0, "frees racing a delete got messages: %s", msg);
+    }
+    printf("delete_race: ok\n");
+}
+
 /* ---- stress: two heaps, four threads ---------------------------------------- */
 
 #define NBOX 256
@@ -502,6 +545,7 @@ int main(int argc, char **argv)
     if (all || !strcmp(part, "tree")) part_tree();
     if (all || !strcmp(part, "threads")) part_threads();
     if (all || !strcmp(part, "delete")) part_delete();
+    if (all || !strcmp(part, "delete_race")) part_delete_race();
     if (all || !strcmp(part, "stress")) part_stress();
     if (all || !strcmp(part, "fork")) part_fork();
     if (all || !strcmp(part, "nocache")) part_nocache();
