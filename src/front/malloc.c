@@ -95,7 +95,7 @@ HAK_NOINLINE void free_slow(void *p) {
     if (cls == HAK_CLASS_NONE) {
       heap_huge_forget(p); /* if a first-class heap had it */
       large_free(p);
-      purge_tick();
+      purge_tick_free();
       return;
     }
 #if HAK_CHECKS
@@ -129,7 +129,7 @@ HAK_NOINLINE void free_slow(void *p) {
     ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
     heap_flush_free(&hak_tls, cls, p);
-    purge_tick();
+    purge_tick_free();
     return;
   }
   if (!p) return;

@@ -19,8 +19,10 @@
  *   purge only delays that purge; the purge takes the parts' usual locks.
  *
  * The thread
- *   Started lazily by the first slow path that finds a deadline set (never
- *   from inside start-up, never with an allocator lock held), detached, with
+ *   Started by the first allocation slow path after start-up (never from
+ *   inside start-up, never with an allocator lock held, never from free:
+ *   glibc calls free holding its own locks, pthread_join its stack-cache
+ *   lock, which pthread_create takes: test_purger_join), detached, with
  *   every signal blocked. It sleeps on the deadline word with a futex: without
  *   a timeout while the word is 0 (an idle process gets no wake-ups at all),
  *   with one until the deadline otherwise. purge_arm wakes it when it moves
@@ -28,7 +30,7 @@
  *   read with sequentially consistent operations on both sides (Dekker), and
  *   the futex compares the word atomically, so no wake-up is lost.
  *   fork: the child has no thread. atfork_child forgets the old one, and the
- *   child starts its own at its first slow path that finds a deadline set.
+ *   child starts its own at its first allocation slow path.
  *   The word itself stays valid in the child.
  *   exit: nothing waits for the thread. The library destructor sets `stop`
  *   and wakes it; it returns at its next look. If the process ends while it
@@ -160,18 +162,24 @@ static void purger_start(void) {
   errno = saved;
 }
 
-void purge_tick_slow(uint32_t d) {
+bool hak_purger_wanted = true; /* until the first look after start-up says otherwise */
+
+void purge_tick_slow(uint32_t d, bool may_start) {
   /* Not from inside a fork (another library's prepare handler allocating
    * while this thread holds every allocator lock): no thread start there. */
   if (hak_lock_fork_mine()) return;
-  if (hak_config.background_purge && atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_NONE &&
-      hak_init_done() && !atomic_load_explicit(&purger_stopping, memory_order_relaxed))
-    purger_start();
-  purge_if_due(d);
+  if (may_start && __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED) && hak_init_done()) {
+    if (hak_config.background_purge && atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_NONE &&
+        !atomic_load_explicit(&purger_stopping, memory_order_relaxed))
+      purger_start();
+    __atomic_store_n(&hak_purger_wanted, false, __ATOMIC_RELAXED);
+  }
+  if (d) purge_if_due(d);
 }
 
 void purger_atfork_child(void) {
   atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
+  __atomic_store_n(&hak_purger_wanted, true, __ATOMIC_RELAXED);
   atomic_store_explicit(&purger_waiting, 0, memory_order_relaxed);
 }
 

@@ -21,10 +21,21 @@ void purge_arm(uint32_t due) HAK_HIDDEN;
 /* Slow-path hook (refill, flush, large blocks): nothing to do while no
  * deadline is set; otherwise a coarse clock read, and the purge itself only
  * once the deadline has passed. Call with no allocator lock held. */
-void purge_tick_slow(uint32_t deadline) HAK_HIDDEN;
+void purge_tick_slow(uint32_t deadline, bool may_start) HAK_HIDDEN;
+/* The background purger is wanted and not started yet. */
+extern bool hak_purger_wanted HAK_HIDDEN;
+/* On allocation paths: also starts the background purger, at the first one
+ * after start-up (it sleeps until something is pending). */
 HAK_INLINE void purge_tick(void) {
   uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
-  if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d);
+  if (HAK_UNLIKELY(d != 0 || __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED))) purge_tick_slow(d, true);
+}
+/* On free paths: never starts the thread. glibc frees under its own locks
+ * (pthread_join frees a dead thread's TLS vector holding the stack-cache
+ * lock, which pthread_create takes): a thread started there deadlocks. */
+HAK_INLINE void purge_tick_free(void) {
+  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
+  if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d, false);
 }
 
 /* Collect and purge. mode COLLECT_DUE (heap/collect.h): what the deadline
