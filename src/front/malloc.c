@@ -9,6 +9,7 @@
 #include "policy/purger.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* last: renames the entry points in the prefix-only build */
 #include "front/prefix.h"
@@ -48,6 +49,17 @@ static bool freed_already(hak_bin_t *b, void *p) {
   for (uint32_t i = 0; i < b->count; i++)
     if (b->slots[i] == p) return true;
   return heap_block_on_page(hak_tls.heap, p);
+}
+
+/* A block freed before whose page has emptied and gone back since (to a
+ * page cache or its segment: no page owns the slice now), still carrying the
+ * free key. The key is read with memcpy: p may be unaligned. */
+static bool freed_page_block(const void *p) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind != HAK_SEG_SMALL || s->slice_page[slice_index(p)] != NULL) return false;
+  uintptr_t key;
+  memcpy(&key, (const char *)p + sizeof(uintptr_t), sizeof key);
+  return key == hak_free_key;
 }
 
 HAK_NOINLINE void free_checked(void *p) {
@@ -93,6 +105,12 @@ HAK_NOINLINE void free_slow(void *p) {
   if (HAK_LIKELY(registry_has(p))) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls == HAK_CLASS_NONE) {
+#if HAK_CHECKS
+      if (HAK_UNLIKELY(freed_page_block(p))) {
+        report_bad("free", "double free", p);
+        return;
+      }
+#endif
       heap_huge_forget(p); /* if a first-class heap had it */
       large_free(p);
       purge_tick_free();

@@ -38,6 +38,22 @@
  *   remote stack and is skipped.
  * A preempted collector delays only the owner's next slow path, and other
  *   collectors (trylock fails, they move on).
+ * Idle owners' pages: a heap keeps the empty page of a class it refilled
+ *   at least twice, for its next refill (heap.c, page_maybe_retire), and arms
+ *   the deadline. Each collector pass compares the heap's activity count
+ *   (refills and flushes, counted under h->lock) with the count it saw on
+ *   the previous pass: unchanged means the owner has not been on a slow path
+ *   since, and the kept pages (used == 0, remote word 0: no block of them is
+ *   out, in any cache or on the way back) leave the heap's lists for their
+ *   segments, under h->lock like any change to them (heap_release_idle).
+ *   An owner that comes back just takes a page again on its next refill; it
+ *   cannot meet the collector half-way, since both hold h->lock, and it never
+ *   holds a pointer to a page across slow paths (its TLS caches hold blocks,
+ *   and a page with a block out is never taken). An owner preempted on a
+ *   slow path holds h->lock: the collector's try fails and it moves on. A
+ *   dying heap (awaiting) is left to heap_reap. What it cannot reach: the
+ *   blocks in an idle owner's TLS caches (only the owner touches them; a few
+ *   hundred bytes per class for a thread that used the class little).
  * Page caches: the empty pages a heap keeps for reuse (segment/page_cache.c)
  *   are its owner's, touched under h->lock (large blocks take it too); a
  *   collector that gets the lock flushes them to the exchange, and purge_run
@@ -96,7 +112,10 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
     /* Empty pages the heap keeps for reuse go to the exchange, and from
      * there (purge_run) to their segments, where the purge policy sees them. */
     if (heap_trylock(h)) {
-      if (h->pcache.n && !h->awaiting) page_cache_flush(&h->pcache);
+      if (!h->awaiting) {
+        if (h->pcache.n) page_cache_flush(&h->pcache);
+        if (heap_release_idle(h, now | 1)) next = earlier(next, (now + delay) | 1);
+      }
       heap_unlock(h);
     }
     if (!atomic_load_explicit(&h->remote_pages, memory_order_acquire)) continue;

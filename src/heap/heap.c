@@ -11,7 +11,10 @@
 #include "segment/segment.h"
 #include "stats/stats.h"
 #include "os/lock.h"
+#include "os/os.h"
 #include "os/random.h"
+#include "policy/config.h"
+#include "policy/purger.h"
 
 #include <sched.h>
 
@@ -75,14 +78,24 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
 }
 
 /* An empty page goes back to its segment, unless it is the class's only page
- * in a heap that allocates from the class (then the next refill would just
- * fetch it again), or it is queued for its remote frees (then it is retired
- * when popped). A heap that only adopted the page by freeing into it, like a
- * main thread reaping its workers' blocks, gives it back. */
+ * in a heap that keeps coming back to the class (then the next refill would
+ * just fetch it again), or it is queued for its remote frees (then it is
+ * retired when popped). A heap that only adopted the page by freeing into
+ * it, like a main thread reaping its workers' blocks, gives it back; so does
+ * one that refilled the class only once: a thread that touched a class in
+ * passing keeps no page of it (64 such threads each held ~480 KiB of empty
+ * pages, bench_thread_mem). */
+#define KEEP_AFTER_TAKES 2
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
   hak_page_list_t *l = &h->avail[p->cls];
-  if (l->head == p && p->next == NULL && h->allocates[p->cls]) return;
+  if (l->head == p && p->next == NULL && h->allocates[p->cls] >= KEEP_AFTER_TAKES) {
+    /* Kept for the next refill: if the owner goes idle instead, the
+     * purge deadline's collector gives it back (heap_release_idle). */
+    if (!h->retire_stamp && !atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed))
+      purge_arm((os_now_ms() + 2 * hak_config.purge_delay_ms) | 1);
+    return;
+  }
   list_remove(l, p);
   /* A collector (retire_stamp set) sends the page to its segment: the
    * page cache is its owner's alone. */
@@ -213,7 +226,8 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
   heap_lock(h);
   busy_begin(h);
-  h->allocates[cls] = 1;
+  h->activity++;
+  if (h->allocates[cls] < UINT8_MAX) h->allocates[cls]++;
   if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote_held(h);
   unsigned n = 0;
   while (n < max) {
@@ -239,6 +253,7 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
   heap_lock(h);
   busy_begin(h);
+  h->activity++;
   unsigned i = 0;
   while (i < n) {
     void *b = blocks[i];
@@ -271,6 +286,34 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   busy_end(h);
   heap_unlock(h);
   HAK_STAT_INC(HAK_EV_FLUSH);
+}
+
+bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {
+  bool idle = h->activity == h->activity_seen, kept = false;
+  h->activity_seen = h->activity;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_page_t *p = h->avail[c].head;
+    if (!p || p->used != 0 || p->next != NULL || !remote_idle(p)) continue;
+    if (!idle) {
+      kept = true;
+      continue;
+    }
+    list_remove(&h->avail[c], p);
+    segment_page_free_at(p, stamp);
+  }
+  return kept;
+}
+
+size_t heap_thread_kept_bytes(void) {
+  if (hak_tls.state != HAK_THREAD_LIVE) return 0;
+  hak_heap_t *h = hak_tls.heap;
+  size_t n = 0;
+  heap_lock(h);
+  for (unsigned c = 0; c < HAK_NCLASSES; c++)
+    for (hak_page_t *p = h->avail[c].head; p; p = p->next)
+      if (p->used == 0) n += (size_t)p->slice_count * HAK_SLICE_SIZE;
+  heap_unlock(h);
+  return n;
 }
 
 bool heap_block_on_page(hak_heap_t *h, void *p) {

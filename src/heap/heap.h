@@ -53,7 +53,7 @@ struct hak_heap {
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
   int         tid;                      /* kernel id of the thread using it (see thread.c) */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
-  uint8_t     allocates[HAK_NCLASSES];  /* this heap has taken blocks of the class */
+  uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
   void      **slot_store;               /* backing store of the bins' slots */
   hak_page_cache_t pcache;              /* empty pages (and freed large blocks) for reuse */
   /* Cache sizing (heap/tcache.c), all owner-only and on the cold side. */
@@ -74,6 +74,8 @@ struct hak_heap {
   _Atomic(int) lock;
   _Atomic(uint32_t) remote_since;       /* coarse ms of the first signal since the stack was last empty */
   uint32_t    retire_stamp;             /* under lock: a collector is at work; freed time of the pages it retires */
+  uint32_t    activity;                 /* under lock: refills and flushes, counted */
+  uint32_t    activity_seen;            /* under lock: `activity` at the last collector pass */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   /* First-class heaps (heap/user_heap.c): HAK_UHEAP_*, 0 for thread heaps
@@ -113,6 +115,13 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
 /* p sits on the local free list of its page, and h owns that page (a block
  * freed before: the double-free check of builds with checks). */
 bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
+/* Collector side, h->lock held: the empty page a heap keeps per class for
+ * its next refill goes back to its segment (freed at `stamp`) if the owner
+ * has neither refilled nor flushed since the previous pass. True if such
+ * pages were left because the owner was active: look again later. */
+bool heap_release_idle(hak_heap_t *h, uint32_t stamp) HAK_HIDDEN;
+/* Bytes of empty pages on the calling thread's page lists (tests). */
+size_t heap_thread_kept_bytes(void) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
 void heap_collect_remote(hak_heap_t *h) HAK_HIDDEN;
 /* The same, with h->lock already held (by the owner or a collector). */
