@@ -86,20 +86,44 @@ static void reap_dying(bool lost) {
  * heaps, round robin, and takes back one whose thread no longer exists
  * (tgkill says ESRCH: it ran no more code, so the heap is not half-changed;
  * a tid reused since only delays this). Torn down like at thread exit; the
- * blocks that thread still had cached are lost. Under pool_lock. */
-static hak_heap_t *vanished_heap(int self) {
-  for (int i = 0; i < 2; i++) {
+ * blocks that thread still had cached are lost.
+ * The candidates are picked under pool_lock, asked about outside it (two
+ * system calls per thread start, which other threads starting or exiting
+ * used to wait behind), and claimed under it again only if still live with
+ * the same tid: a heap whose thread exited normally has left the live list
+ * by then, and a recycled one has another tid. */
+#define VANISHED_LOOKS 2
+typedef struct { hak_heap_t *h; int tid; } heap_look_t;
+
+static unsigned vanished_candidates(int self, heap_look_t *out) {
+  unsigned n = 0;
+  for (int i = 0; i < VANISHED_LOOKS; i++) {
     hak_heap_t *h = live_cursor ? live_cursor : live_heaps;
-    if (!h) return NULL;
+    if (!h) break;
     live_cursor = h->live_next;
     if (h->tid == self || atomic_load_explicit(&h->busy, memory_order_acquire)) continue;
+    if (n && out[0].h == h) break;
+    out[n++] = (heap_look_t){h, h->tid};
+  }
+  return n;
+}
+
+static bool heap_is_live(hak_heap_t *h) { return h->live_prev != NULL || live_heaps == h; }
+
+static int process_id;
+
+static hak_heap_t *vanished_heap(const heap_look_t *look, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
     int saved = errno;
-    bool gone = syscall(SYS_tgkill, (int)getpid(), h->tid, 0) != 0 && errno == ESRCH;
+    bool gone = syscall(SYS_tgkill, process_id, look[i].tid, 0) != 0 && errno == ESRCH;
     errno = saved;
-    if (gone) {
-      live_remove(h);
-      return h;
-    }
+    if (!gone) continue;
+    hak_heap_t *h = look[i].h;
+    hak_lock(&pool_lock);
+    bool claim = heap_is_live(h) && h->tid == look[i].tid && !atomic_load_explicit(&h->busy, memory_order_acquire);
+    if (claim) live_remove(h);
+    hak_unlock(&pool_lock);
+    if (claim) return h;
   }
   return NULL;
 }
@@ -107,9 +131,11 @@ static hak_heap_t *vanished_heap(int self) {
 static void heap_retire(hak_heap_t *h, bool destroyed);
 
 static hak_heap_t *heap_new(int tid) {
+  heap_look_t look[VANISHED_LOOKS];
+  unsigned looks = 0;
   hak_lock(&pool_lock);
   if (dying_heaps) reap_dying(false);
-  hak_heap_t *gone = live_heaps && live_heaps->live_next ? vanished_heap(tid) : NULL;
+  if (live_heaps && live_heaps->live_next) looks = vanished_candidates(tid, look);
   hak_heap_t *h = pool_free;
   if (h) {
     pool_free = h->pool_next;
@@ -118,6 +144,7 @@ static hak_heap_t *heap_new(int tid) {
     live_add(h);
   }
   hak_unlock(&pool_lock);
+  hak_heap_t *gone = looks ? vanished_heap(look, looks) : NULL;
   if (gone) {
     /* torn down like at thread exit (heap_retire takes it off the live list) */
     hak_lock(&pool_lock);
@@ -178,7 +205,10 @@ static void thread_exit(void *arg) {
  * would name another library's key: threads then use the shared heap. */
 static bool exit_key_ok;
 
-void thread_key_init(void) { exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0; }
+void thread_key_init(void) {
+  process_id = (int)getpid();
+  exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
+}
 
 bool thread_heap_init(hak_tls_t *t) {
   if (t->state != HAK_THREAD_NEW) return t->state == HAK_THREAD_LIVE;
@@ -294,6 +324,7 @@ void heap_atfork_parent(void) {
 void heap_atfork_child(void) {
   hak_lock_reset(&pool_lock);
   hak_lock_reset(&shared_lock);
+  process_id = (int)getpid();
   hak_heap_t *mine = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
   if (mine) mine->tid = (int)syscall(SYS_gettid); /* the survivor has a new kernel id */
   live_cursor = NULL;
