@@ -3,7 +3,8 @@
  * Two cases, each from its own starting RSS:
  *  (1) 100 MiB of 1000 B blocks, written, then all freed (in a strided
  *      order, so most pages become empty only near the end);
- *  (2) one 60 MiB block, written, then freed.
+ *  (2) one 60 MiB block, written, then freed;
+ *  (3) 24 blocks of 500 KiB (large pages in segments), written, then freed.
  * Then the program goes idle, and resident memory must be back within 2 MiB
  * of the start within two purge delays (HAKMEM_PURGE_DELAY_MS, read from the
  * environment; 100 ms if unset), plus 1 s of scheduling slack for a loaded
@@ -104,6 +105,21 @@ int main(int argc, char **argv)
     full = ht_rss_bytes_raw();
     free(big);
     check_case("a 60 MiB block freed", base, full);
+
+    /* (3) 24 large blocks of 500 KiB (8 slices each, in segments): up to
+     * HAKMEM_DIRTY_MAX of them wait in the large-page stash, which must give
+     * them back to their segments, and those purge them */
+    base = ht_rss_bytes_raw();
+    char *mid[24];
+    for (int i = 0; i < 24; i++) {
+        mid[i] = malloc(ht_hide(500 * 1024));
+        CHECK(mid[i] != NULL, "malloc(500 KiB) failed");
+        memset(mid[i], 0x3c, 500 * 1024);
+    }
+    full = ht_rss_bytes_raw();
+    for (int i = 0; i < 24; i++)
+        free(mid[i]);
+    check_case("24 blocks of 500 KiB freed", base, full);
 
     printf("test_idle_purge: OK (%s)%s\n", argv[1], hak_test_owns ? "" : " [plain]");
     return 0;
