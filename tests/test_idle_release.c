@@ -6,7 +6,8 @@
  *
  *  1. One block of every class allocated and freed: no empty page kept
  *     (each thread used to keep one page per class, ~480 KiB resident per
- *     idle thread in bench_thread_mem).
+ *     idle thread in bench_thread_mem), and at most 64 KiB of blocks cached
+ *     (the issue's bound; heap_thread_cached_bytes, as in test_tcache).
  *  2. A class used again and again keeps its empty page while the thread is
  *     active; after two collector passes with the thread idle in between,
  *     the page is gone, and the class still works afterwards.
@@ -22,6 +23,7 @@
 #include <stdbool.h>
 
 size_t heap_thread_kept_bytes(void);
+size_t heap_thread_cached_bytes(void);
 int hak_collect(bool force);
 
 static pthread_barrier_t step;
@@ -34,9 +36,11 @@ static void *passing_thread(void *arg) {
     memset(p, 1, s);
     free(p);
   }
-  size_t kept = heap_thread_kept_bytes();
-  printf("test_idle_release: one block of every class: %zu bytes of empty pages kept\n", kept);
+  size_t kept = heap_thread_kept_bytes(), cached = heap_thread_cached_bytes();
+  printf("test_idle_release: one block of every class: %zu bytes of empty pages kept, %zu bytes of blocks cached\n",
+         kept, cached);
   CHECK(kept == 0, "a thread that touched each class once keeps %zu bytes of empty pages", kept);
+  CHECK(cached <= 64 * 1024, "an idle thread holds %zu bytes of cached blocks (at most 64 KiB)", cached);
   return NULL;
 }
 
