@@ -49,12 +49,12 @@ static void list_remove(hak_segment_t *s) {
 
 #if HAK_SECURE
 /* Secure build: the header is followed by a guard, OS pages of no access up
- * to where slice 0's blocks start (aligned to HAK_SEG_HDR_SIZE, as the
- * aligned allocations expect): with 4 KiB pages the header is one page, the
- * guard takes 4-8 KiB and blocks start at 8 KiB as in the other builds (a
- * bigger header would cost slice 0 room, and RSS). Where the pages are
- * so big that nothing of slice 0 would be left (64 KiB pages: header 0-64,
- * guard 64-128 KiB), slice 0 and the slices the guard covers are never free:
+ * one OS page of no access, then readable pages up to where slice 0's blocks
+ * start (aligned to HAK_SEG_HDR_SIZE, as the aligned allocations expect):
+ * with 4 KiB pages the header is one page, the guard takes 4-8 KiB and blocks
+ * start at 16 KiB (8 KiB in the other builds). Where the pages are so big
+ * that nothing of slice 0 would be left (64 KiB pages: header 0-64, guard
+ * 64-128 KiB), slice 0 and the slices the guard covers are never free:
  * all_free lacks them. Computed once, at the first segment (under seg_lock). */
 static size_t slice0_start = HAK_SEG_HDR_SIZE, guard_from;
 static uint32_t all_free = ALL_SLICES;
@@ -63,7 +63,11 @@ static void guard_geometry(void) {
   if (guard_from) return;
   size_t ps = os_page_size();
   size_t from = align_up(sizeof(struct hak_segment), ps);
-  size_t to = align_up(from + ps, HAK_SEG_HDR_SIZE);
+  /* Blocks start at least a word after the guard: C++'s delete[] reads the
+   * array cookie 8 bytes before the pointer it is given, and delete[] of a
+   * `new` object at the first block must reach the free's check (a report),
+   * not fault in the guard. The readable gap is never written: no RSS. */
+  size_t to = align_up(from + ps + 2 * sizeof(void *), HAK_SEG_HDR_SIZE);
   if (to >= HAK_SLICE_SIZE) { /* no room left in slice 0 */
     to = align_up(to, HAK_SLICE_SIZE);
     all_free = ALL_SLICES << (to >> HAK_SLICE_SHIFT);
@@ -101,7 +105,7 @@ static hak_segment_t *segment_map(void) {
   guard_geometry();
   free_list_keys_init(s);
   /* hugetlb segments refuse (one 2 MiB page): they go without */
-  os_guard((uint8_t *)s + guard_from, slice0_start - guard_from, true);
+  os_guard((uint8_t *)s + guard_from, os_page_size(), true);
 #endif
   s->free_mask = ALL_FREE;
   s->dirty_mask = 0;
