@@ -71,7 +71,7 @@ enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK
 
 /* One page record (at most 128 bytes), indexed by first slice in the segment header.
  * Fields above `owner` are touched only by the owning heap (or under the
- * segment lock for large pages); the atomics are shared with other threads. */
+ * shard lock for large pages); the atomics are shared with other threads. */
 typedef struct hak_page {
   void     *free;          /* local free list of blocks (owner only) */
   uint8_t  *bump;          /* next never-used block: pages are carved lazily */
@@ -131,6 +131,7 @@ struct hak_segment {
    * its guard page: segment.c) */
   uintptr_t   list_key;               /* free-list key (segment/free_list.h) */
   _Atomic(uint32_t) guard_mask;       /* bit i: the large page at slice i ends in a guard */
+  uint8_t   shard;                    /* the segment shard whose list it is on (segment.c) */
   hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
 };
 

@@ -24,7 +24,7 @@
  * zero. Nothing is held across calls, so neither fork, a thread's exit nor
  * a preempted thread leaves anything half done: at worst one leaf mapping
  * is lost (unused address space). Entries of a slice are written only by
- * the thread that owns the slice's segment state (under the segment lock,
+ * the thread that owns the slice's segment state (under its shard lock,
  * or by the huge block's allocator/freer, or by a first-class heap under its
  * lock) and are single aligned 16-bit atomic stores, read with relaxed
  * atomic loads (the same one instruction as a plain load): an entry may

@@ -375,7 +375,7 @@ bool uheap_destroy(hak_heap_t *h) {
    * some later slow path), else left to the segments' purge policy, warm
    * for the next heap. */
   if (chain && (size_t)slices * HAK_SLICE_SIZE > hak_config.dirty_max) segment_pages_free_purged(chain);
-  else if (chain) segment_pages_free(chain);
+  else if (chain) segment_pages_free(0, chain);
   heap_unlock(h);
   return true;
 }
@@ -410,7 +410,7 @@ bool uheap_delete(hak_heap_t *h) {
     atomic_store_explicit(&pg->owner, NULL, memory_order_release);
   }
   lists_clear(h);
-  if (empty) segment_pages_free(empty);
+  if (empty) segment_pages_free(0, empty);
   heap_unlock(h);
   return true;
 }

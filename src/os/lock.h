@@ -67,6 +67,27 @@ HAK_INLINE bool hak_lock_fork_mine(void) {
   return atomic_load_explicit(&hak_fork_holder, memory_order_relaxed) == (uintptr_t)pthread_self();
 }
 
+/* Taken, or passed through by the thread forking while it is fork-held. */
+HAK_INLINE bool hak_trylock(hak_lock_t *l) {
+  int v = atomic_load_explicit(&l->v, memory_order_relaxed);
+  if (v == 0 && atomic_compare_exchange_strong_explicit(&l->v, &v, 1, memory_order_acquire, memory_order_relaxed))
+    return true;
+  return v == HAK_LOCK_FORK && hak_lock_fork_mine();
+}
+
+/* A lock that is not process-wide (one shard's, taken by the threads of that
+ * shard): the same spin-then-yield and fork rules, never counted. */
+HAK_INLINE void hak_lock_local(hak_lock_t *l) {
+  for (unsigned spins = 0;; spins++) {
+    int v = atomic_load_explicit(&l->v, memory_order_relaxed);
+    if (v == 0 && atomic_compare_exchange_weak_explicit(&l->v, &v, 1, memory_order_acquire, memory_order_relaxed))
+      return;
+    if (v == HAK_LOCK_FORK && hak_lock_fork_mine()) return; /* held for our own fork */
+    if (spins < 64) cpu_relax();
+    else sched_yield();
+  }
+}
+
 HAK_INLINE void hak_lock(hak_lock_t *l) {
   for (unsigned spins = 0;; spins++) {
     int v = atomic_load_explicit(&l->v, memory_order_relaxed);

@@ -10,10 +10,14 @@
 
 uintptr_t hak_list_secret;
 
-/* Under the segment lock (segment_map): the secret is set once, before the
- * first segment holds a block. */
+/* segment_map, under its shard's lock only: two shards may map their first
+ * segments at once, so the secret is set once with a CAS (the loser takes
+ * the winner's), before the first segment holds a block. */
 void free_list_keys_init(hak_segment_t *s) {
-  while (HAK_UNLIKELY(hak_list_secret == 0)) hak_list_secret = os_random_next();
+  while (HAK_UNLIKELY(__atomic_load_n(&hak_list_secret, __ATOMIC_ACQUIRE) == 0)) {
+    uintptr_t none = 0, v = os_random_next();
+    if (v) __atomic_compare_exchange_n(&hak_list_secret, &none, v, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  }
   s->list_key = os_random_next();
 }
 

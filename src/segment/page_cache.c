@@ -1,4 +1,4 @@
-/* page_cache.c — empty pages reused without the segment lock (see
+/* page_cache.c — empty pages reused without a shard lock (see
  * page_cache.h): a small cache per thread heap, then the exchange.
  *
  * The exchange: one lock-free stack of empty pages per kind (a size class, or
@@ -11,7 +11,7 @@
  * hold (no ABA, and no read of a page that went back to its segment), and no
  * thread ever waits for another:
  *  - a taker preempted while it holds a chain only makes the stack look empty
- *    meanwhile; others then cut a page from a segment (under the segment
+ *    meanwhile; others then cut a page from a segment (under their shard's
  *    lock) instead of waiting;
  *  - fork: a chain held privately by another thread at that moment is lost to
  *    the child (at most the exchange's bound, memory only); the stacks
@@ -47,6 +47,13 @@ static unsigned exchange_max(void) {
   return hak_config.profile == HAK_PROFILE_SPEED ? 8 : 4;
 }
 
+/* The segment shard of c's heap, drawn at its first use; 0 without a heap. */
+static unsigned shard_of(hak_page_cache_t *c) {
+  if (!c) return 0;
+  if (!c->shard) c->shard = segment_shard_pick();
+  return c->shard;
+}
+
 static void push_chain(unsigned key, hak_page_t *first, hak_page_t *last) {
   hak_page_t *top = atomic_load_explicit(&exchange[key], memory_order_relaxed);
   do {
@@ -70,10 +77,11 @@ static hak_page_t *exchange_take(unsigned key) {
   return pg;
 }
 
-/* Full: the page and its kind's whole stack go back to their segments under
- * one acquisition of the segment lock, so a thread that frees much more
- * than others take (a consumer) pays one lock per stackful, not per page. */
-static void exchange_put(hak_page_t *pg) {
+/* Full: the page and its kind's whole stack go back to their segments, those
+ * of the caller's shard under one acquisition of its lock, so a thread that
+ * frees much more than others take (a consumer) pays one lock per stackful,
+ * not per page. */
+static void exchange_put(hak_page_t *pg, unsigned shard) {
   size_t n = pg->slice_count;
   unsigned key = key_of(n, pg->cls);
   if (atomic_fetch_add_explicit(&exchange_slices, n, memory_order_relaxed) + n > exchange_max()) {
@@ -81,7 +89,7 @@ static void exchange_put(hak_page_t *pg) {
     pg->next = atomic_exchange_explicit(&exchange[key], NULL, memory_order_acquire);
     for (hak_page_t *p = pg->next; p; p = p->next) out += p->slice_count;
     atomic_fetch_sub_explicit(&exchange_slices, out, memory_order_relaxed);
-    segment_pages_free(pg);
+    segment_pages_free(shard, pg);
     return;
   }
   push_chain(key, pg, pg);
@@ -105,10 +113,10 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
   if (!pg && cls == HAK_CLASS_NONE && c) {
     /* Large blocks: a few at once, the rest into the thread's cache, so a
      * thread that takes much more than others free (a producer) pays one
-     * acquisition of the segment lock per batch. */
+     * acquisition of its shard lock per batch. */
     unsigned room = local_max() > c->slices ? (local_max() - c->slices) / n : 0;
     hak_page_t *batch[8];
-    unsigned k = segment_pages_alloc(n, cls, batch, 1 + (room < 7 ? room : 7));
+    unsigned k = segment_pages_alloc(shard_of(c), n, cls, batch, 1 + (room < 7 ? room : 7));
     for (unsigned i = 1; i < k; i++) cache_put(c, batch[i]); /* unused: known_zero still holds */
     if (k) pg = batch[0];
     if (pg) return pg;
@@ -116,11 +124,11 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
   if (!pg) {
     /* Before the process grows, the cached pages go back to their segments,
      * where a page of any kind can be cut from them. */
-    pg = segment_page_alloc_ex(n, cls, false);
+    pg = segment_page_alloc_ex(shard_of(c), n, cls, false);
     if (pg) return pg;
     if (c) page_cache_flush(c);
     page_cache_trim();
-    return segment_page_alloc(n, cls);
+    return segment_page_alloc(shard_of(c), n, cls);
   }
   segment_page_reinit(pg, cls);
   return pg;
@@ -138,7 +146,7 @@ static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
   purge_arm((os_now_ms() + hak_config.purge_delay_ms) | 1);
   unsigned n = pg->slice_count, max = local_max();
   if (!c || n > max) {
-    exchange_put(pg);
+    exchange_put(pg, shard_of(c));
     return;
   }
   while (c->n == HAK_PCACHE_SLOTS || c->slices + n > max) { /* oldest out */
@@ -146,14 +154,14 @@ static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
     for (unsigned i = 1; i < c->n; i++) c->page[i - 1] = c->page[i];
     c->n--;
     c->slices -= old->slice_count;
-    exchange_put(old);
+    exchange_put(old, shard_of(c));
   }
   c->page[c->n++] = pg;
   c->slices += n;
 }
 
 void page_cache_flush(hak_page_cache_t *c) {
-  for (unsigned i = 0; i < c->n; i++) exchange_put(c->page[i]);
+  for (unsigned i = 0; i < c->n; i++) exchange_put(c->page[i], shard_of(c));
   c->n = c->slices = 0;
 }
 

@@ -1,9 +1,10 @@
-/* page_cache.h — empty pages kept for reuse without the segment lock.
+/* page_cache.h — empty pages kept for reuse without a segment shard's lock.
  *
  * A page that empties (a class page retired by its heap, a large block
  * freed) goes first to the freeing thread's own cache, then to a process-wide
  * exchange of lock-free stacks, and only when both are full back to its
- * segment under the segment lock. A new page comes from the same places in
+ * segment (under the thread's shard lock, or through the segment's returned
+ * stack). A new page comes from the same places in
  * the same order. Only pages of the same kind are reused: a class page for
  * its own class (same block boundaries, so nothing new becomes resident), a
  * large page for a block of the same number of slices. */
@@ -20,6 +21,7 @@ typedef struct hak_page_cache {
   hak_page_t *page[HAK_PCACHE_SLOTS];
   uint32_t    n;
   uint32_t    slices;
+  uint32_t    shard;    /* its heap's segment shard, 0 until drawn (segment.h) */
 } hak_page_cache_t;
 
 /* A page of n slices for class cls (HAK_CLASS_NONE: a large block), from c

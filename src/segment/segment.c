@@ -1,15 +1,51 @@
 /* segment.c — maps 2 MiB segments, carves pages (runs of 64 KiB slices) out of
  * them and takes them back.
  *
+ * Shards. Segments belong to one of HAK_SEG_SHARDS shards, each with its own
+ * lock and list of segments that have free slices. A heap draws its shard
+ * once (round robin, segment_shard_pick) and keeps it for its life, through
+ * the heap pool's recycling too, so up to HAK_SEG_SHARDS - 1 threads never
+ * meet on a shard lock: it is taken by the heap's own thread (under its heap
+ * lock), and otherwise only by the purge deadline's work, malloc_trim, a fork,
+ * and, with a try that never waits, by threads stealing free slices or
+ * sweeping for the dirty budget. Shard 0 serves callers without a heap
+ * (threads past their exit, first-class heaps): its lock is process-wide.
+ * Pages are cut from the caller's shard; when it has no free run, from
+ * another shard's segments (steal, so a thread never maps a segment while
+ * another holds free slices it could use: the process's footprint stays
+ * that of one shared pool), and only then from a new segment.
+ *
+ * The returned stack (lock-free). A page freed by a thread of another shard
+ * (or without one: the purger, a collector, malloc_trim) is not given back to
+ * its segment by that thread: it goes onto the owning shard's `returned`
+ * stack, linked through page->next, its freed time in page->used (a free
+ * page's count is otherwise unused). A pusher links above the top it read and
+ * CASes the top; the shard's lock holder takes the whole stack with one
+ * exchange (never a single pop: no ABA) and frees the pages into their
+ * segments before it searches them. So the freeing thread takes no lock:
+ *  - a pusher preempted between its read and its CAS holds only its own page;
+ *    the stack stays consistent and others go on;
+ *  - fork: takers run under the shard lock, which the prepare handler holds,
+ *    so no chain is held privately at the fork; the stacks, changed only by
+ *    single CASes, are consistent in the child;
+ *  - thread exit: nothing is owned by a thread: the shard stays with the heap
+ *    in the pool, and pages waiting on a stack are taken by the shard's next
+ *    thread, a stealer, or the purge deadline (segment_purge_aged drains every
+ *    shard), at the latest purge_delay_ms after they were freed.
+ * A page on a stack keeps its segment from emptying, so no segment is
+ * unmapped under it.
+ *
  * Policy lives here too: a freed page leaves its slices "dirty" (resident)
  * and stamped with the time. Once the dirty bytes of all segments pass
- * hak_config.dirty_max, a sweep (at most one per half delay) purges the
- * slices that have stayed free for purge_delay_ms; slices that keep being
- * reused are never purged, so churn costs no madvise and no page faults.
- * New pages prefer dirty slices, letting the others age. Far over budget
- * (twice), sweeps come more often and take younger memory, but never
- * memory freed in the last delay/8. Empty segments beyond
- * hak_config.segment_cache are unmapped. */
+ * hak_config.dirty_max, a sweep (at most one per half delay, process-wide)
+ * purges the slices that have stayed free for purge_delay_ms: the freeing
+ * thread's shard under the lock it holds, others' only where a try gets
+ * their lock; slices that keep being reused are never purged, so churn costs
+ * no madvise and no page faults. New pages prefer dirty slices, letting the
+ * others age. Far over budget (twice), sweeps come more often and take
+ * younger memory, but never memory freed in the last delay/8. Empty segments
+ * beyond hak_config.segment_cache (process-wide) are unmapped. No purge or
+ * unmap runs under a process-wide lock. */
 #include "segment/segment.h"
 #include "segment/page_cache.h"
 #include "segment/free_list.h"
@@ -27,23 +63,45 @@
 
 #define ALL_SLICES 0xffffffffu
 
-static hak_lock_t seg_lock = HAK_LOCK_NAMED("segment");
-static hak_segment_t *seg_head, *seg_tail;  /* segments with at least one free slice */
-static size_t seg_empty;                     /* of those, entirely free */
-static size_t dirty_bytes;                   /* free slices holding touched memory */
-static size_t free_slice_bytes;
-static uint32_t last_sweep_ms;
+typedef struct seg_shard {
+  hak_lock_t lock;                   /* not process-wide (but shard 0's): not counted */
+  hak_segment_t *head, *tail;        /* its segments with at least one free slice */
+  _Atomic(hak_page_t *) returned;    /* pages freed by other threads (see above) */
+  _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
+} __attribute__((aligned(64))) seg_shard_t;
 
-static void list_push(hak_segment_t *s) {
+/* Shard 0 is shared by every caller without a heap of its own (threads
+ * past their exit, first-class heaps): its lock is process-wide, named and
+ * counted by the observe build like any other. */
+static seg_shard_t shards[HAK_SEG_SHARDS] = {[0] = {.lock = HAK_LOCK_NAMED("segment_shard0")}};
+
+HAK_INLINE void shard_lock(seg_shard_t *sh) {
+  if (sh == &shards[0]) hak_lock(&sh->lock);
+  else hak_lock_local(&sh->lock);
+}
+static _Atomic(unsigned) next_shard;
+static _Atomic(size_t) seg_empty;        /* segments entirely free */
+static _Atomic(size_t) dirty_bytes;      /* free slices holding touched memory */
+static _Atomic(size_t) free_slice_bytes;
+static _Atomic(size_t) returned_bytes;   /* pages waiting on returned stacks */
+static _Atomic(uint32_t) last_sweep_ms;
+
+#define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
+#define SUB(v, n) atomic_fetch_sub_explicit(&(v), (n), memory_order_relaxed)
+#define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
+
+unsigned segment_shard_pick(void) { return 1 + ADD(next_shard, 1) % (HAK_SEG_SHARDS - 1); }
+
+static void list_push(seg_shard_t *sh, hak_segment_t *s) {
   s->next = NULL;
-  s->prev = seg_tail;
-  if (seg_tail) seg_tail->next = s; else seg_head = s;
-  seg_tail = s;
+  s->prev = sh->tail;
+  if (sh->tail) sh->tail->next = s; else sh->head = s;
+  sh->tail = s;
 }
 
-static void list_remove(hak_segment_t *s) {
-  if (s->prev) s->prev->next = s->next; else seg_head = s->next;
-  if (s->next) s->next->prev = s->prev; else seg_tail = s->prev;
+static void list_remove(seg_shard_t *sh, hak_segment_t *s) {
+  if (s->prev) s->prev->next = s->next; else sh->head = s->next;
+  if (s->next) s->next->prev = s->prev; else sh->tail = s->prev;
   s->next = s->prev = NULL;
 }
 
@@ -55,12 +113,13 @@ static void list_remove(hak_segment_t *s) {
  * start at 16 KiB (8 KiB in the other builds). Where the pages are so big
  * that nothing of slice 0 would be left (64 KiB pages: header 0-64, guard
  * 64-128 KiB), slice 0 and the slices the guard covers are never free:
- * all_free lacks them. Computed once, at the first segment (under seg_lock). */
+ * all_free lacks them. Computed once, at the first segment (a race between
+ * two shards' first segments writes the same values). */
 static size_t slice0_start = HAK_SEG_HDR_SIZE, guard_from;
 static uint32_t all_free = ALL_SLICES;
 
 static void guard_geometry(void) {
-  if (guard_from) return;
+  if (__atomic_load_n(&guard_from, __ATOMIC_ACQUIRE)) return;
   size_t ps = os_page_size();
   size_t from = align_up(sizeof(struct hak_segment), ps);
   /* Blocks start at least a word after the guard: C++'s delete[] reads the
@@ -73,7 +132,7 @@ static void guard_geometry(void) {
     all_free = ALL_SLICES << (to >> HAK_SLICE_SHIFT);
   }
   slice0_start = to;
-  guard_from = from;
+  __atomic_store_n(&guard_from, from, __ATOMIC_RELEASE); /* last: the others are set */
 }
 #define SLICE0_START slice0_start
 #define ALL_FREE all_free
@@ -90,7 +149,7 @@ static size_t mask_bytes(uint32_t m) {
   return b;
 }
 
-static hak_segment_t *segment_map(void) {
+static hak_segment_t *segment_map(seg_shard_t *sh) {
   hak_segment_t *s = os_map_segment();
   if (!s) return NULL;
   if (!slice_map_reserve(s, HAK_SEG_SIZE)) { /* out of address space: nothing of it stays */
@@ -109,11 +168,13 @@ static hak_segment_t *segment_map(void) {
 #endif
   s->free_mask = ALL_FREE;
   s->dirty_mask = 0;
+  s->shard = (uint8_t)(sh - shards);
   slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
-  free_slice_bytes += mask_bytes(ALL_FREE);
-  list_push(s);
-  seg_empty++;
+  ADD(free_slice_bytes, mask_bytes(ALL_FREE));
+  ADD(sh->free_slices, (unsigned)__builtin_popcount(ALL_FREE));
+  list_push(sh, s);
+  ADD(seg_empty, 1);
   return s;
 }
 
@@ -128,11 +189,12 @@ static bool segment_unmap_safe(hak_segment_t *s) {
   return atomic_load(&hak_abandoned_takers) == 0;
 }
 
-static void segment_unmap(hak_segment_t *s) {
-  list_remove(s);
-  seg_empty--;
-  dirty_bytes -= mask_bytes(s->dirty_mask);
-  free_slice_bytes -= mask_bytes(ALL_FREE);
+static void segment_unmap(seg_shard_t *sh, hak_segment_t *s) {
+  list_remove(sh, s);
+  SUB(seg_empty, 1);
+  SUB(dirty_bytes, mask_bytes(s->dirty_mask));
+  SUB(free_slice_bytes, mask_bytes(ALL_FREE));
+  SUB(sh->free_slices, (unsigned)__builtin_popcount(ALL_FREE));
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   unmapped_note(s, HAK_SEG_SIZE);
@@ -156,7 +218,7 @@ static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
  * with them, madvise cannot drop them apart from it, and slice 0 is never
  * purged: it stays counted as dirty while free, so the books never claim
  * memory went back that did not. */
-static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
+static size_t purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
   uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
   if (SLICE0_START & (os_page_size() - 1)) d &= ~1u;
   while (d) {
@@ -175,29 +237,44 @@ static void purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
     uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
     left &= ~run;
   }
-  dirty_bytes -= mask_bytes(todo);
+  SUB(dirty_bytes, mask_bytes(todo));
   s->dirty_mask &= ~todo;
+  return mask_bytes(todo);
 }
 
-static void purge_sweep(uint32_t now, uint32_t min_age) {
-  for (hak_segment_t *s = seg_head; s; s = s->next)
-    if (s->dirty_mask & s->free_mask) purge_segment(s, now, min_age);
+/* sh locked: bytes purged. */
+static size_t purge_sweep(seg_shard_t *sh, uint32_t now, uint32_t min_age) {
+  size_t bytes = 0;
+  for (hak_segment_t *s = sh->head; s; s = s->next)
+    if (s->dirty_mask & s->free_mask) bytes += purge_segment(s, now, min_age);
+  return bytes;
 }
 
 /* Memory freed less than delay/8 ago is never purged: a producer/consumer
  * program reuses it within milliseconds, and purging it would only trade a
  * madvise now for page faults next. Far over budget, sweeps come more often
- * and take younger memory, oldest first. */
-static void purge_policy(void) {
-  if (dirty_bytes <= hak_config.dirty_max) return;
+ * and take younger memory, oldest first. One sweep at a time process-wide
+ * (a CAS on last_sweep_ms claims it); `held` is the caller's locked shard,
+ * the others are swept only if a try gets their lock. */
+static void purge_policy(seg_shard_t *held) {
+  size_t max = hak_config.dirty_max;
+  if (LOAD(dirty_bytes) <= max) return;
   uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
-  bool pressed = dirty_bytes > 2 * hak_config.dirty_max;
-  if (now - last_sweep_ms < (pressed ? floor_age : delay / 2)) return;
-  last_sweep_ms = now;
+  bool pressed = LOAD(dirty_bytes) > 2 * max;
+  uint32_t last = LOAD(last_sweep_ms);
+  if (now - last < (pressed ? floor_age : delay / 2)) return;
+  if (!atomic_compare_exchange_strong_explicit(&last_sweep_ms, &last, now, memory_order_relaxed, memory_order_relaxed))
+    return;
   for (uint32_t age = delay;; age /= 2) {
     if (age < floor_age) age = floor_age;
-    purge_sweep(now, age);
-    if (!pressed || age == floor_age || dirty_bytes <= hak_config.dirty_max) break;
+    purge_sweep(held, now, age);
+    for (unsigned i = 0; i < HAK_SEG_SHARDS && LOAD(dirty_bytes) > max; i++) {
+      seg_shard_t *sh = &shards[i];
+      if (sh == held || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
+      purge_sweep(sh, now, age);
+      hak_unlock(&sh->lock);
+    }
+    if (!pressed || age == floor_age || LOAD(dirty_bytes) <= max) break;
   }
 }
 
@@ -228,26 +305,66 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   slice_map_set(base, n, cls + 1);
 }
 
-static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map);
+static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean);
 
-static hak_page_t *page_alloc_once(unsigned n, unsigned cls, bool may_map) {
-  hak_lock(&seg_lock);
-  hak_page_t *pg = page_alloc_locked(n, cls, may_map);
-  hak_unlock(&seg_lock);
+/* sh locked: the pages other threads returned go back to their segments. */
+static void drain_returned(seg_shard_t *sh) {
+  if (!atomic_load_explicit(&sh->returned, memory_order_relaxed)) return; /* no write to an empty stack */
+  hak_page_t *pg = atomic_exchange_explicit(&sh->returned, NULL, memory_order_acquire);
+  for (hak_page_t *next; pg; pg = next) {
+    next = pg->next;
+    SUB(returned_bytes, (size_t)pg->slice_count * HAK_SLICE_SIZE);
+    page_free_locked(sh, pg, pg->used, 0);
+  }
+}
+
+static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool may_map);
+
+/* Another shard's free slices, before a segment is mapped. With `wait` (out
+ * of address space) every shard's lock is waited for; otherwise a shard
+ * whose lock is held is passed over. The caller holds no shard lock. */
+static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, bool wait) {
+  for (unsigned k = 1; k < HAK_SEG_SHARDS; k++) {
+    seg_shard_t *sh = &shards[(home + k) % HAK_SEG_SHARDS];
+    if (LOAD(sh->free_slices) < n && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
+    if (wait) shard_lock(sh);
+    else if (!hak_trylock(&sh->lock)) continue;
+    drain_returned(sh);
+    hak_page_t *pg = page_alloc_locked(sh, n, cls, false);
+    hak_unlock(&sh->lock);
+    if (pg) return pg;
+  }
+  return NULL;
+}
+
+static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, bool may_map, bool wait) {
+  seg_shard_t *sh = &shards[shard];
+  shard_lock(sh);
+  drain_returned(sh);
+  hak_page_t *pg = page_alloc_locked(sh, n, cls, false);
+  hak_unlock(&sh->lock);
+  if (!pg) pg = page_steal(shard, n, cls, wait);
+  if (!pg && may_map) {
+    shard_lock(sh);
+    pg = page_alloc_locked(sh, n, cls, true);
+    hak_unlock(&sh->lock);
+  }
   if (pg) HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
   return pg;
 }
 
-unsigned segment_pages_alloc(unsigned n, unsigned cls, hak_page_t **out, unsigned k) {
+unsigned segment_pages_alloc(unsigned shard, unsigned n, unsigned cls, hak_page_t **out, unsigned k) {
+  seg_shard_t *sh = &shards[shard];
   unsigned got = 0;
-  hak_lock(&seg_lock);
-  while (got < k && (out[got] = page_alloc_locked(n, cls, false)) != NULL) got++;
-  hak_unlock(&seg_lock);
+  shard_lock(sh);
+  drain_returned(sh);
+  while (got < k && (out[got] = page_alloc_locked(sh, n, cls, false)) != NULL) got++;
+  hak_unlock(&sh->lock);
   HAK_STAT_ADD(HAK_EV_PAGE_ALLOC, got);
   return got;
 }
 
-static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
+static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool may_map) {
   bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_segment_t *s;
   int first = -1;
@@ -258,7 +375,7 @@ static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
      * would touch pages the old ones did not, and over time make every
      * page of the heap resident. */
     uint32_t run = n >= 32 ? ALL_SLICES : (1u << n) - 1;
-    for (s = seg_head; s && first < 0; s = s->next) {
+    for (s = sh->head; s && first < 0; s = s->next) {
       uint32_t m = s->free_mask & s->dirty_mask & (slice0_ok ? ALL_SLICES : ~1u);
       for (; m; m &= m - 1) {
         unsigned i = (unsigned)__builtin_ctz(m);
@@ -270,19 +387,19 @@ static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
       if (first >= 0) break;
     }
     if (!s)
-      for (s = seg_head; s; s = s->next)
+      for (s = sh->head; s; s = s->next)
         if ((first = find_run(s->free_mask & ~s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
   } else {
     /* A large block: warm slices first, it will be written from its start. */
-    for (s = seg_head; s; s = s->next)
+    for (s = sh->head; s; s = s->next)
       if ((s->dirty_mask & s->free_mask) && (first = find_run(s->free_mask & s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
   }
   if (!s)
-    for (s = seg_head; s; s = s->next)
+    for (s = sh->head; s; s = s->next)
       if ((first = find_run(s->free_mask, s->dirty_mask, n, slice0_ok)) >= 0) break;
   if (!s && !may_map) return NULL;
   if (!s) {
-    s = segment_map();
+    s = segment_map(sh);
     if (!s) return NULL;
     first = find_run(s->free_mask, 0, n, slice0_ok);
   } else if (s->free_mask == ALL_FREE) {
@@ -291,27 +408,31 @@ static hak_page_t *page_alloc_locked(unsigned n, unsigned cls, bool may_map) {
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   /* A free slice that is not dirty was never touched, or purged since. */
   bool zero = (s->dirty_mask & run) == 0;
-  if (s->free_mask == ALL_FREE) seg_empty--;
+  if (s->free_mask == ALL_FREE) SUB(seg_empty, 1);
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
-  free_slice_bytes -= mask_bytes(run);
-  dirty_bytes -= mask_bytes(s->dirty_mask & run);
+  SUB(free_slice_bytes, mask_bytes(run));
+  SUB(sh->free_slices, n);
+  SUB(dirty_bytes, mask_bytes(s->dirty_mask & run));
   s->dirty_mask &= ~run;
-  if (s->free_mask == 0) list_remove(s);
+  if (s->free_mask == 0) list_remove(sh, s);
   page_init(s, (unsigned)first, n, cls);
   s->pages[first].known_zero = zero;
   return &s->pages[first];
 }
 
 /* Out of address space, the caches above (freed huge mappings) are given
- * back and the search is made once more, without the lock held meanwhile. */
-hak_page_t *segment_page_alloc_ex(unsigned n, unsigned cls, bool may_map) {
-  hak_page_t *pg = page_alloc_once(n, cls, may_map);
-  if (!pg && may_map && os_reclaim()) pg = page_alloc_once(n, cls, may_map);
+ * back and the search is made once more, waiting for every shard's lock this
+ * time, without any lock held meanwhile. */
+hak_page_t *segment_page_alloc_ex(unsigned shard, unsigned n, unsigned cls, bool may_map) {
+  hak_page_t *pg = page_alloc_once(shard, n, cls, may_map, false);
+  if (!pg && may_map && os_reclaim()) pg = page_alloc_once(shard, n, cls, may_map, true);
   return pg;
 }
 
-hak_page_t *segment_page_alloc(unsigned n, unsigned cls) { return segment_page_alloc_ex(n, cls, true); }
+hak_page_t *segment_page_alloc(unsigned shard, unsigned n, unsigned cls) {
+  return segment_page_alloc_ex(shard, n, cls, true);
+}
 
 void segment_page_reinit(hak_page_t *pg, unsigned cls) {
   bool zero = pg->known_zero; /* a page cut but never used stays known zero */
@@ -331,39 +452,57 @@ void segment_page_detach(hak_page_t *pg) {
   atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
 }
 
-static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean);
+/* To the returned stack of the page's shard (see above): no lock. */
+static void page_return(hak_page_t *pg, uint32_t now) {
+  seg_shard_t *sh = &shards[segment_of(pg)->shard];
+  pg->used = now;
+  ADD(returned_bytes, (size_t)pg->slice_count * HAK_SLICE_SIZE);
+  hak_page_t *top = atomic_load_explicit(&sh->returned, memory_order_relaxed);
+  do {
+    pg->next = top;
+  } while (!atomic_compare_exchange_weak_explicit(&sh->returned, &top, pg, memory_order_release,
+                                                  memory_order_relaxed));
+}
 
 void segment_page_free(hak_page_t *pg) { segment_page_free_at(pg, os_now_ms()); }
 
 void segment_page_free_at(hak_page_t *pg, uint32_t now) {
   segment_page_detach(pg);
-  hak_lock(&seg_lock);
-  page_free_locked(pg, now, 0);
-  purge_policy();
-  hak_unlock(&seg_lock);
-  /* Due once idle for the delay, even if nothing is freed after it. */
+  page_return(pg, now);
+  /* Due once idle for the delay, even if nothing is freed after it: the
+   * deadline's work drains the stack. */
   purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
 
-void segment_pages_free(hak_page_t *list) {
+void segment_pages_free(unsigned shard, hak_page_t *list) {
   for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
   uint32_t now = os_now_ms();
-  hak_lock(&seg_lock);
+  seg_shard_t *sh = &shards[shard];
+  bool locked = false;
   for (hak_page_t *pg = list, *next; pg; pg = next) {
     next = pg->next;
-    page_free_locked(pg, now, 0);
+    if (segment_of(pg)->shard != shard) {
+      page_return(pg, now);
+      continue;
+    }
+    if (!locked) shard_lock(sh);
+    locked = true;
+    page_free_locked(sh, pg, now, 0);
   }
-  purge_policy();
-  hak_unlock(&seg_lock);
+  if (locked) {
+    purge_policy(sh);
+    hak_unlock(&sh->lock);
+  }
   purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
 
 /* A destroyed first-class heap's pages (heap/user_heap.c), when there are
  * more of them than the dirty budget: their memory is purged now, outside
- * the lock (detached, they are in no free mask yet: nobody else can take
+ * any lock (detached, they are in no free mask yet: nobody else can take
  * them), in runs of slices per segment, one madvise per run, then they go
- * back clean. The program is done with all of that memory at once, and the
- * purge delay would keep it resident until the next slow path. */
+ * back clean, each under its own shard's lock (a cold path: one
+ * acquisition per page). The program is done with all of that memory at
+ * once, and the purge delay would keep it resident until the next slow path. */
 #define PURGE_SEGS 32
 void segment_pages_free_purged(hak_page_t *list) {
   for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
@@ -398,14 +537,15 @@ void segment_pages_free_purged(hak_page_t *list) {
       }
     }
     uint32_t now = os_now_ms();
-    hak_lock(&seg_lock);
     for (hak_page_t *p = chunk, *next; p; p = next) {
       next = p->next;
       unsigned i = 0;
       while (seg[i] != segment_of(p)) i++;
-      page_free_locked(p, now, runs[i]);
+      seg_shard_t *sh = &shards[seg[i]->shard];
+      shard_lock(sh);
+      page_free_locked(sh, p, now, runs[i]);
+      hak_unlock(&sh->lock);
     }
-    hak_unlock(&seg_lock);
   }
 }
 
@@ -423,7 +563,7 @@ void segment_large_guard(hak_page_t *pg) {
 }
 #endif
 
-static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
+static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
 #if HAK_SECURE
@@ -431,19 +571,19 @@ static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
     os_guard(large_guard_at(s, first, n), os_page_size(), false);
 #endif
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  if (s->free_mask == 0) list_push(s);
+  if (s->free_mask == 0) list_push(sh, s);
   s->free_mask |= run;
-  free_slice_bytes += mask_bytes(run);
+  ADD(free_slice_bytes, mask_bytes(run));
+  ADD(sh->free_slices, n);
   for (unsigned i = first; i < first + n; i++) {
     s->freed_ms[i] = now;
     s->last_cls[i] = (uint8_t)pg->cls;
   }
   s->dirty_mask |= run & ~clean;
-  dirty_bytes += mask_bytes(run & ~clean);
+  ADD(dirty_bytes, mask_bytes(run & ~clean));
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
   if (s->free_mask == ALL_FREE) {
-    seg_empty++;
-    if (seg_empty > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(s);
+    if (ADD(seg_empty, 1) + 1 > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(sh, s);
   }
 }
 
@@ -453,39 +593,52 @@ static void page_free_locked(hak_page_t *pg, uint32_t now, uint32_t clean) {
  * slice will be due, 0 if none is left; *any is set if something was purged. */
 uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
   uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
-  hak_lock(&seg_lock);
-  size_t before = dirty_bytes;
-  purge_sweep(now, min_age);
-  if (dirty_bytes != before) *any = true;
-  for (hak_segment_t *s = seg_head; s; s = s->next)
-    for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
-      uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
-      uint32_t left = age < delay ? delay - age : 1;
-      if (left < youngest_left) youngest_left = left;
-    }
-  hak_unlock(&seg_lock);
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    seg_shard_t *sh = &shards[i];
+    if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
+    shard_lock(sh);
+    drain_returned(sh);
+    if (purge_sweep(sh, now, min_age)) *any = true;
+    for (hak_segment_t *s = sh->head; s; s = s->next)
+      for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
+        uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
+        uint32_t left = age < delay ? delay - age : 1;
+        if (left < youngest_left) youngest_left = left;
+      }
+    hak_unlock(&sh->lock);
+  }
   return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
 }
 
 bool segment_trim(void) {
   bool any = false;
-  hak_lock(&seg_lock);
-  for (hak_segment_t *s = seg_head, *next; s; s = next) {
-    next = s->next;
-    if (s->free_mask == ALL_FREE && segment_unmap_safe(s)) { segment_unmap(s); any = true; }
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    seg_shard_t *sh = &shards[i];
+    if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
+    shard_lock(sh);
+    drain_returned(sh);
+    for (hak_segment_t *s = sh->head, *next; s; s = next) {
+      next = s->next;
+      if (s->free_mask == ALL_FREE && segment_unmap_safe(s)) { segment_unmap(sh, s); any = true; }
+    }
+    for (hak_segment_t *s = sh->head; s; s = s->next)
+      if (s->dirty_mask & s->free_mask) { purge_segment(s, os_now_ms(), 0); any = true; }
+    hak_unlock(&sh->lock);
   }
-  if (dirty_bytes) { purge_sweep(os_now_ms(), 0); any = true; }
-  hak_unlock(&seg_lock);
   return any;
 }
 
-size_t segment_free_bytes(void) { return free_slice_bytes + page_cache_bytes(); }
-size_t segment_dirty_bytes(void) { return dirty_bytes; }
+size_t segment_free_bytes(void) { return LOAD(free_slice_bytes) + LOAD(returned_bytes) + page_cache_bytes(); }
+size_t segment_dirty_bytes(void) { return LOAD(dirty_bytes); }
 
-void segment_atfork_prepare(void) { hak_lock_fork(&seg_lock); }
-void segment_atfork_parent(void) { hak_unlock_fork(&seg_lock); }
+void segment_atfork_prepare(void) {
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) hak_lock_fork(&shards[i].lock);
+}
+void segment_atfork_parent(void) {
+  for (unsigned i = HAK_SEG_SHARDS; i-- > 0;) hak_unlock_fork(&shards[i].lock);
+}
 void segment_atfork_child(void) {
-  hak_lock_reset(&seg_lock);
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) hak_lock_reset(&shards[i].lock);
 #if HAK_SECURE
   os_random_atfork_child(); /* new segments of the child get keys the parent cannot guess */
 #endif

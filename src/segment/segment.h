@@ -1,29 +1,41 @@
-/* segment.h — segments and the pages cut from them. One global lock guards
- * page allocation and release: both are cold (once per page of blocks). */
+/* segment.h — segments and the pages cut from them, in shards: a thread
+ * takes its pages from its own shard's segments under that shard's lock (no
+ * process-wide lock), and gives back pages of other shards through a
+ * lock-free stack (protocol in segment.c). */
 #ifndef HAK_SEGMENT_H
 #define HAK_SEGMENT_H
 
 #include "hak_internal.h"
 
+/* Shard 0 serves callers without a heap; a heap draws one of the others for
+ * its life with segment_shard_pick (round robin). */
+#define HAK_SEG_SHARDS 64
+unsigned segment_shard_pick(void) HAK_HIDDEN;
+
 /* A page of `slices` slices for class cls (HAK_CLASS_NONE: one large block of
- * up to slices*64 KiB). Returns NULL when the OS refuses memory. */
-hak_page_t *segment_page_alloc(unsigned slices, unsigned cls) HAK_HIDDEN;
+ * up to slices*64 KiB), from the shard's segments, else another shard's, else
+ * a new segment of the shard. Returns NULL when the OS refuses memory. */
+hak_page_t *segment_page_alloc(unsigned shard, unsigned slices, unsigned cls) HAK_HIDDEN;
 /* The same; with may_map false, NULL rather than map a new segment. */
-hak_page_t *segment_page_alloc_ex(unsigned slices, unsigned cls, bool may_map) HAK_HIDDEN;
+hak_page_t *segment_page_alloc_ex(unsigned shard, unsigned slices, unsigned cls, bool may_map) HAK_HIDDEN;
 /* Take a page off the slice map (its slices read as free to free()) without
  * giving it back to its segment: it waits in a page cache. */
 void segment_page_detach(hak_page_t *page) HAK_HIDDEN;
 /* Reuse a detached page for class cls (HAK_CLASS_NONE: a large block). */
 void segment_page_reinit(hak_page_t *page, unsigned cls) HAK_HIDDEN;
 /* Up to k pages of n slices for class cls under one acquisition of the
- * segment lock, from segments already mapped; returns how many. */
-unsigned segment_pages_alloc(unsigned slices, unsigned cls, hak_page_t **out, unsigned k) HAK_HIDDEN;
-/* segment_page_free for a list of pages linked through next, under one
- * acquisition of the segment lock. */
-void segment_pages_free(hak_page_t *list) HAK_HIDDEN;
-/* The same, their memory purged now (a destroyed first-class heap's pages). */
+ * shard's lock, from its segments already mapped; returns how many. */
+unsigned segment_pages_alloc(unsigned shard, unsigned slices, unsigned cls, hak_page_t **out, unsigned k) HAK_HIDDEN;
+/* Pages linked through next back to their segments, by a thread of `shard`:
+ * those of its shard under one acquisition of its lock (may purge or unmap),
+ * the others onto their shards' returned stacks. */
+void segment_pages_free(unsigned shard, hak_page_t *list) HAK_HIDDEN;
+/* Pages of any shards, their memory purged now (a destroyed first-class
+ * heap's pages), each back under its shard's lock. */
 void segment_pages_free_purged(hak_page_t *list) HAK_HIDDEN;
-/* Give a page's slices back to its segment; may purge or unmap. */
+/* A page back to its segment from any thread, without a lock: onto its
+ * shard's returned stack, taken by the shard's next page allocation or the
+ * purge deadline. */
 void segment_page_free(hak_page_t *page) HAK_HIDDEN;
 /* The same, its slices stamped as freed at coarse time `freed_ms` (the purge
  * delay counts from there). */
