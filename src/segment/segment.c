@@ -85,6 +85,12 @@ static _Atomic(size_t) dirty_bytes;      /* free slices holding touched memory *
 static _Atomic(size_t) free_slice_bytes;
 static _Atomic(size_t) returned_bytes;   /* pages waiting on returned stacks */
 static _Atomic(uint32_t) last_sweep_ms;
+/* The dirty budget's adaptation (see purge_policy): bytes of slices purged
+ * less than a delay ago and cut into a page again since the last sweep, what
+ * that sweep purged, and the budget's doubling count. */
+static _Atomic(size_t) refault_bytes, last_sweep_bytes;
+static _Atomic(unsigned) budget_shift;
+#define BUDGET_SHIFT_MAX 3
 
 #define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
 #define SUB(v, n) atomic_fetch_sub_explicit(&(v), (n), memory_order_relaxed)
@@ -239,6 +245,8 @@ static size_t purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
   }
   SUB(dirty_bytes, mask_bytes(todo));
   s->dirty_mask &= ~todo;
+  /* A clean free slice's stamp is when it was purged (0: never touched). */
+  for (uint32_t m = todo; m; m &= m - 1) s->freed_ms[__builtin_ctz(m)] = now | 1;
   return mask_bytes(todo);
 }
 
@@ -257,7 +265,7 @@ static size_t purge_sweep(seg_shard_t *sh, uint32_t now, uint32_t min_age) {
  * (a CAS on last_sweep_ms claims it); `held` is the caller's locked shard,
  * the others are swept only if a try gets their lock. */
 static void purge_policy(seg_shard_t *held) {
-  size_t max = hak_config.dirty_max;
+  size_t max = hak_config.dirty_max << LOAD(budget_shift);
   if (LOAD(dirty_bytes) <= max) return;
   uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
   bool pressed = LOAD(dirty_bytes) > 2 * max;
@@ -265,6 +273,19 @@ static void purge_policy(seg_shard_t *held) {
   if (now - last < (pressed ? floor_age : delay / 2)) return;
   if (!atomic_compare_exchange_strong_explicit(&last_sweep_ms, &last, now, memory_order_relaxed, memory_order_relaxed))
     return;
+  /* A program that cuts pages again out of what the last sweeps purged (more
+   * than half of it, within a delay) pays a madvise and then page faults for
+   * nothing: the budget doubles, up to 8x in the speed profile. One that
+   * does not halves it again. Memory idle for a whole delay still goes back
+   * by the deadline (segment_purge_aged), whatever the budget. */
+  size_t refault = atomic_exchange_explicit(&refault_bytes, 0, memory_order_relaxed);
+  unsigned shift = LOAD(budget_shift), cap = hak_config.profile == HAK_PROFILE_SPEED ? BUDGET_SHIFT_MAX : 1;
+  if (refault > LOAD(last_sweep_bytes) / 2 && refault && shift < cap) shift++;
+  else if (refault < LOAD(last_sweep_bytes) / 8 && shift) shift--;
+  atomic_store_explicit(&budget_shift, shift, memory_order_relaxed);
+  max = hak_config.dirty_max << shift;
+  if (LOAD(dirty_bytes) <= max) return;
+  size_t before = LOAD(dirty_bytes);
   for (uint32_t age = delay;; age /= 2) {
     if (age < floor_age) age = floor_age;
     purge_sweep(held, now, age);
@@ -276,6 +297,8 @@ static void purge_policy(seg_shard_t *held) {
     }
     if (!pressed || age == floor_age || LOAD(dirty_bytes) <= max) break;
   }
+  size_t after = LOAD(dirty_bytes);
+  atomic_store_explicit(&last_sweep_bytes, before > after ? before - after : 0, memory_order_relaxed);
 }
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
@@ -408,6 +431,16 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   /* A free slice that is not dirty was never touched, or purged since. */
   bool zero = (s->dirty_mask & run) == 0;
+  uint32_t purged = run & ~s->dirty_mask;
+  if (purged) {
+    uint32_t now = os_now_ms();
+    size_t back = 0;
+    for (; purged; purged &= purged - 1) {
+      uint32_t t = s->freed_ms[__builtin_ctz(purged)];
+      if (t && now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
+    }
+    if (back) ADD(refault_bytes, back);
+  }
   if (s->free_mask == ALL_FREE) SUB(seg_empty, 1);
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
