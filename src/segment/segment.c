@@ -344,14 +344,19 @@ static void drain_returned(seg_shard_t *sh) {
 static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool may_map);
 
 /* Another shard's free slices, before a segment is mapped. With `wait` (out
- * of address space) every shard's lock is waited for; otherwise a shard
- * whose lock is held is passed over. The caller holds no shard lock. */
-static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, bool wait) {
+ * of address space, or a first pass found a candidate shard busy) every
+ * candidate shard's lock is waited for; otherwise a shard whose lock is held
+ * is passed over and *busy set. The caller holds no shard lock, and a shard
+ * lock's holder never waits for another, so the wait is a plain lock wait. */
+static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, bool wait, bool *busy) {
   for (unsigned k = 1; k < HAK_SEG_SHARDS; k++) {
     seg_shard_t *sh = &shards[(home + k) % HAK_SEG_SHARDS];
     if (LOAD(sh->free_slices) < n && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
     if (wait) shard_lock(sh);
-    else if (!hak_trylock(&sh->lock)) continue;
+    else if (!hak_trylock(&sh->lock)) {
+      *busy = true;
+      continue;
+    }
     drain_returned(sh);
     hak_page_t *pg = page_alloc_locked(sh, n, cls, false);
     hak_unlock(&sh->lock);
@@ -366,7 +371,11 @@ static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, boo
   drain_returned(sh);
   hak_page_t *pg = page_alloc_locked(sh, n, cls, false);
   hak_unlock(&sh->lock);
-  if (!pg) pg = page_steal(shard, n, cls, wait);
+  bool busy = false;
+  if (!pg) pg = page_steal(shard, n, cls, wait, &busy);
+  /* A shard that may have the slices was busy (other threads stealing from
+   * it at once, say): its lock is waited for rather than a segment mapped. */
+  if (!pg && may_map && busy) pg = page_steal(shard, n, cls, true, &busy);
   if (!pg && may_map) {
     shard_lock(sh);
     pg = page_alloc_locked(sh, n, cls, true);
