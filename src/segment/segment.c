@@ -440,16 +440,18 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   /* A free slice that is not dirty was never touched, or purged since. */
   bool zero = (s->dirty_mask & run) == 0;
-  uint32_t purged = run & ~s->dirty_mask;
-  if (purged) {
-    uint32_t now = os_now_ms();
-    size_t back = 0;
-    for (; purged; purged &= purged - 1) {
-      uint32_t t = s->freed_ms[__builtin_ctz(purged)];
-      if (t && now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
-    }
-    if (back) ADD(refault_bytes, back);
+  /* The clock is read only for a slice purged before: a fresh segment's
+   * first pages are cut during start-up too, where under a sanitizer's
+   * runtime clock_gettime may not be callable yet. */
+  size_t back = 0;
+  uint32_t now = 0;
+  for (uint32_t purged = run & ~s->dirty_mask; purged; purged &= purged - 1) {
+    uint32_t t = s->freed_ms[__builtin_ctz(purged)];
+    if (!t) continue;
+    if (!now) now = os_now_ms() | 1;
+    if (now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
   }
+  if (back) ADD(refault_bytes, back);
   if (s->free_mask == ALL_FREE) SUB(seg_empty, 1);
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
