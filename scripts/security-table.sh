@@ -9,6 +9,7 @@
 #        file EXPECTED ("<case> <verdict>" lines, a verdict may be "yes|no":
 #        either); exit 1 on any difference
 #
+# The HAKMEM columns run write-after-free with HAKMEM_ZERO_ON_FREE=1 (case_env).
 # Verdicts (tests/security/sec_harness.h): yes = detected (abort with a
 # message, a report line, or NULL+ENOMEM for impossible requests), crash =
 # died on a signal without a message, no = not detected, hang.
@@ -33,12 +34,23 @@ lib_of() {
   esac
 }
 
+# Environment a case runs with under HAKMEM: write-after-free is looked for
+# only with HAKMEM_ZERO_ON_FREE=1 (off by default: it turns the caches off).
+case_env() {
+  case $1 in
+    write-after-free) echo HAKMEM_ZERO_ON_FREE=1 ;;
+  esac
+}
+
 # column VARIANT: "<case> <verdict>" lines, or nothing if the library is missing
 column() {
   local lib; lib=$(lib_of "$1")
   if [ -n "$lib" ] && [ ! -f "$lib" ]; then return 0; fi
   for p in $progs; do
-    if [ -n "$lib" ]; then LD_PRELOAD=$lib "$build/tests/security/$p"; else "$build/tests/security/$p"; fi
+    if [ -z "$lib" ]; then "$build/tests/security/$p"; continue; fi
+    for c in $("$build/tests/security/$p" --list); do
+      env $(case_env "$c") LD_PRELOAD="$lib" "$build/tests/security/$p" "$c"
+    done
   done | awk '{ v = $2; if (v == "detected") v = "yes"; else if (v == "not-detected") v = "no"; else if (v == "crashed") v = "crash"; print $1, v }'
 }
 

@@ -8,7 +8,9 @@
  *               "corrupted free list", not follow them
  *   order       1000 consecutive mallocs of one size: fewer than 90% of
  *               neighbours ascend (and fewer than 90% descend)
- *   guard-huge  a write at p + malloc_usable_size(p) of a 3 MiB block: SIGSEGV
+ *   guard-huge  a 3 MiB block written byte by byte past p + malloc_usable_size(p)
+ *               (the size asked for; then the canary and the rest of the
+ *               block's slack): SIGSEGV at the guard after it
  *   guard-large the same for a 100 KB block (slices of a segment): SIGSEGV
  *   guard-meta  a write just after the segment header: SIGSEGV
  *   stamp-copy  user data copied from another block's freed memory (the free
@@ -62,22 +64,27 @@ static void case_order(void)
           "allocation order is (nearly) monotonic: %d up, %d down", up, down);
 }
 
+/* A linear overflow from the end of p's usable size: it must fault within
+ * the block's mapping (2 MiB units at most); returning is a failure. */
+static void overflow_linearly(char *p)
+{
+    size_t u = malloc_usable_size(p);
+    memset(p, 1, u);
+    for (size_t i = u; i < u + (4u << 20); i++) ((volatile char *)p)[i] = 1;
+}
+
 static void case_guard_huge(void)
 {
     char *p = malloc(ht_hide(3u << 20));
     CHECK(p != NULL, "malloc(3 MiB) failed");
-    size_t u = malloc_usable_size(p);
-    memset(p, 1, u);
-    ((volatile char *)p)[u] = 1; /* one byte past the block */
+    overflow_linearly(p);
 }
 
 static void case_guard_large(void)
 {
     char *p = malloc(ht_hide(100000));
     CHECK(p != NULL, "malloc(100000) failed");
-    size_t u = malloc_usable_size(p);
-    memset(p, 1, u);
-    ((volatile char *)p)[u] = 1;
+    overflow_linearly(p);
 }
 
 static void case_guard_meta(void)

@@ -12,6 +12,8 @@ memory system calls per operation.
   scripts/bench.py --instructions                    instructions, cache and TLB misses /op
   scripts/bench.py --locks                           lock acquisitions per Mop (observe build)
   scripts/bench.py --update-readme                   latest table into README.md
+  scripts/bench.py --secure                          libhakmem-secure.so beside the fast build:
+                                                     throughput ratio, geometric mean (make bench ARGS=--secure)
 
 Allocators: hakmem (<build-dir>/libhakmem.so), glibc (no preload), mimalloc,
 jemalloc and tcmalloc (Debian packages; scripts/install-peers.sh installs
@@ -62,6 +64,10 @@ def main(argv=None):
                    help="directory of the optional peers (libmimalloc3.so, libsnmallocshim.so, "
                         "librpmalloc.so); default $HAKMEM_PEERS_DIR, else ../shared/peers "
                         "beside the repository; '' for none")
+    p.add_argument("--secure", action="store_true",
+                   help="comparison: the build directory's libhakmem-secure.so beside its "
+                        "libhakmem.so (only those two unless --allocators), and the ratio of "
+                        "their throughputs per workload with its geometric mean; no strace runs")
     p.add_argument("--no-syscalls", action="store_true", help="skip the strace runs")
     p.add_argument("--observe-build", metavar="DIR",
                    help="observe build for --locks/--with-locks (default build-observe, "

@@ -6,13 +6,13 @@ import shutil
 import time
 
 from .allocators import (
-    OPTIONAL_PEERS, discover_allocators, extra_allocators, peers_dir_candidates)
+    OPTIONAL_PEERS, Allocator, discover_allocators, extra_allocators, peers_dir_candidates)
 from .chart import chart_comparison
 from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
 from .locks import LOCKS_TITLE, lock_table, measure_locks, observe_build
 from .parse import ParseError
 from .report import (
-    build_tables, fmt_mb, fmt_mops, fmt_rate, readme_block, update_readme, write_report_md,
+    build_tables, fmt_mb, fmt_mops, fmt_pct, fmt_rate, fmt_ratio, readme_block, secure_cost_table, update_readme, write_report_md,
     write_runs_csv, write_summary_csv)
 from .runner import (
     CpuMeter, Progress, format_cmd, machine_info, probe_hakmem, run_program, strace_counts,
@@ -65,8 +65,12 @@ def checksum_notes(workloads, allocators, summary):
 
 def do_compare(args):
     build_dir = args.build_dir
-    wanted = set(args.allocators.split(",")) if args.allocators else None
+    secure = getattr(args, "secure", False)
+    wanted = set(args.allocators.split(",")) if args.allocators else ({"hakmem"} if secure else None)
     allocators = discover_allocators(build_dir, wanted, log) + extra_allocators(args.lib)
+    if secure:
+        allocators.append(secure_allocator(build_dir))
+        args.no_syscalls = True
     notes = []
     missing = [p for p in ("mimalloc", "jemalloc", "tcmalloc")
                if (not wanted or p in wanted) and p not in [a.name for a in allocators]]
@@ -151,6 +155,11 @@ def do_compare(args):
                 notes.append("%s under %s: %d of %d runs failed (%s)" % (
                     w.name, a.name, s["failed"], s["failed"] + s["n"], "; ".join(s["errors"])))
     main_table, sys_table = build_tables(workloads, allocators, summary)
+    if secure:
+        cost, gm = secure_cost_table(workloads, summary)
+        notes.append("secure build: geometric mean of throughput secure/fast %s (%s lower)"
+                     % (fmt_ratio(gm), fmt_pct(1 - gm)))
+        main_table += "\n\nlibhakmem-secure.so against libhakmem.so (median throughput):\n\n" + cost
     locks = None
     if getattr(args, "with_locks", False):
         rates, names, lock_notes = measure_locks(observe_build(args.observe_build), workloads,
@@ -171,7 +180,7 @@ def do_compare(args):
     date = datetime.date.today().isoformat()
     out_dir = args.out_dir or RESULTS_DIR
     os.makedirs(out_dir, exist_ok=True)
-    base = os.path.join(out_dir, date)
+    base = os.path.join(out_dir, ("secure-" if secure else "") + date)
     machine = machine_info()
     command = reproduce_command(args)
     chart_ok = False
@@ -187,11 +196,19 @@ def do_compare(args):
     write_runs_csv(base + "-runs.csv", workloads, allocators, runs)
     log("wrote %s.md, %s.csv, %s-runs.csv%s" % (base, base, base,
                                                  ", %s.png" % base if chart_ok else ""))
-    if args.update_readme:
+    if args.update_readme and not secure:
         update_readme(block, readme=args.readme)
     failed = any(s["failed"] for s in summary.values())
     mismatch = any("CHECKSUM MISMATCH" in n for n in notes)
     return 1 if (failed or mismatch) and args.strict else 0
+
+
+def secure_allocator(build_dir):
+    """--secure: the secure library built beside libhakmem.so."""
+    lib = os.path.join(build_dir, "libhakmem-secure.so")
+    if not os.path.exists(lib):
+        raise SystemExit("--secure: %s not found (built unless -DHAKMEM_SECURE_LIB=OFF)" % lib)
+    return Allocator("hakmem-secure", os.path.abspath(lib), note="libhakmem-secure.so", extra=True)
 
 
 def reproduce_command(args):
@@ -209,6 +226,8 @@ def reproduce_command(args):
         parts += ["--allocators", args.allocators]
     if getattr(args, "with_locks", False):
         parts.append("--with-locks")
+    if getattr(args, "secure", False):
+        parts.append("--secure")
     for spec in getattr(args, "lib", None) or ():
         parts += ["--lib", spec]
     cmd = " ".join(parts)
@@ -216,4 +235,6 @@ def reproduce_command(args):
         return "make bench   # = %s" % cmd
     if parts[3] == "build-fast" and parts[4:] == ["--full"]:
         return 'make bench ARGS="--full"'
+    if parts[3] == "build-fast" and parts[4:] == ["--secure"]:
+        return "make bench ARGS=--secure"
     return cmd

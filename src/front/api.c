@@ -9,6 +9,7 @@
 #include "heap/collect.h"
 #include "front/heap_huge.h"
 #include "heap/user_heap.h"
+#include "policy/config.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
 #include "hakmem.h"
@@ -32,13 +33,13 @@ static void *fail_enomem(void) {
 HAK_INLINE void *calloc_core(size_t count, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail_enomem();
-  if (HAK_LIKELY(total <= HAK_MID_MAX)) {
-    void *p = alloc_class(size_class_of(total));
+  if (HAK_LIKELY(total <= HAK_MID_MAX - HAK_TAIL)) {
+    void *p = alloc_class_n(size_class_of(total + HAK_TAIL), total);
     if (HAK_LIKELY(p != NULL)) memset(p, 0, total);
     return p;
   }
   if (total > HAK_MAX_REQUEST) return fail_enomem();
-  void *p = large_alloc(total, HAK_MIN_ALIGN, true);
+  void *p = alloc_large_n(total, HAK_MIN_ALIGN, true);
   purge_tick();
   return p ? p : fail_enomem();
 }
@@ -52,12 +53,13 @@ static void *aligned_core(size_t align, size_t size) {
   if (size > HAK_MAX_REQUEST) return fail_enomem();
   /* Blocks of a class whose size is a multiple of align are align-aligned:
    * pages start on 64 KiB (slice 0: 8 KiB) boundaries. */
-  if (size <= HAK_MID_MAX && align <= HAK_SEG_HDR_SIZE) {
-    unsigned cls = size_class_of(size < align ? align : size);
+  if (size <= HAK_MID_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
+    size_t need = size + HAK_TAIL; /* secure build: room for the tail */
+    unsigned cls = size_class_of(need < align ? align : need);
     while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
-    if (cls < HAK_NCLASSES) return alloc_class(cls);
+    if (cls < HAK_NCLASSES) return alloc_class_n(cls, size);
   }
-  void *p = large_alloc(size, align, false);
+  void *p = alloc_large_n(size, align, false);
   return p ? p : fail_enomem();
 }
 
@@ -124,8 +126,12 @@ static void free_moved(void *p) {
   if (t->state == HAK_THREAD_LIVE && registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls != HAK_CLASS_NONE && !uheap_class_block(p)) { /* a heap's block: free() sends it home */
+      /* realloc checked it; a later free of p is a double free */
+      if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #if HAK_SECURE
-      ((uintptr_t *)p)[1] = HAK_FREE_MARK(p); /* a later free of p is a double free */
+      canary_mark_free(p, hak_class_size[cls]);
+#elif HAK_CHECKS
+      ((uintptr_t *)p)[1] = hak_free_key;
 #endif
       heap_return_blocks(t->heap, &p, 1);
       return;
@@ -154,16 +160,27 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
       return NULL;
     }
 #endif
-    old = usable_ours(p);
+    old = usable_ours(p); /* secure build: checked, and the size asked for */
+    if (n > HAK_MAX_REQUEST) return fail_enomem();
+    /* Stay in place while the block fits and is not more than twice too
+     * big (the secure build's tail included, and resealed for n). */
+    size_t room = cls != HAK_CLASS_NONE ? hak_class_size[cls] : 0, need = n + HAK_TAIL;
     if (cls != HAK_CLASS_NONE) {
+      if (need <= room && (need > room / 2 || room <= 16 + HAK_TAIL)) {
 #if HAK_SECURE
-      secure_check("realloc", p);
+        canary_seal(p, room, n);
 #endif
-      /* Stay in place while the block fits and is not more than twice too big. */
-      if (n <= old && (n > old / 2 || old <= 16)) return p;
-    } else if (!heap_huge_owner(p) && large_resize_inplace(p, n)) { /* a heap's block moves */
+        return p;
+      }
+    } else if (!heap_huge_owner(p) && large_resize_inplace(p, need)) { /* a heap's block moves */
+#if HAK_SECURE
+      canary_seal(p, large_usable(p), n);
+#endif
       return p;
-    } else if (n <= HAK_MAX_REQUEST && (q = large_realloc_move(p, n)) != NULL) {
+    } else if ((q = large_realloc_move(p, need)) != NULL) {
+#if HAK_SECURE
+      canary_seal(q, large_usable(q), n);
+#endif
       return q;
     }
   } else if (!overaligned_owns(p, &old)) {

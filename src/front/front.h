@@ -30,31 +30,65 @@ void free_suspect(void *p) HAK_HIDDEN;
  * pages of several slices, or not a block start): the full test, then a
  * report or the ordinary free. Also a tail call. */
 void free_checked(void *p) HAK_HIDDEN;
+#endif
+#ifndef HAK_SECURE
+#define HAK_SECURE 0
+#endif
+/* The secure build marks blocks in their tails instead (heap/canary.h):
+ * another thread may read a block's tail, which for 16-byte blocks is
+ * the second word. */
+#if HAK_CHECKS && !HAK_SECURE
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
 /* (the mark itself: HAK_FREE_MARK, hak_internal.h) */
 #else
 #define HAK_MARK_ALLOCATED(p) ((void)0)
 #endif
 void *alloc_large_slow(size_t n) HAK_HIDDEN;
-
-#ifndef HAK_SECURE
-#define HAK_SECURE 0
-#endif
+#include "heap/canary.h"
 #if HAK_SECURE
 /* Secure build (libhakmem-secure.so): free() and realloc() act only on the
- * start of a block its page has handed out, and a block still carrying the
- * free key (stamped by free, wiped by malloc; the key is per process) is
- * freed twice. Either ends the process with one line on stderr. */
+ * start of a block its page has handed out, intact: its tail and the 8
+ * bytes after the request, and the tail of the block before it
+ * (heap/canary.h). A freed block's tail says free until it is handed out
+ * again, so a second free is seen wherever the block is. Any failure ends
+ * the process with one line on stderr. */
 _Noreturn void secure_reject(const char *fn, const char *problem, const void *p) HAK_HIDDEN HAK_COLD;
-HAK_INLINE void secure_check(const char *fn, void *p) {
+/* What is wrong with a small block secure_check refused: one line, abort. */
+_Noreturn void secure_reject_block(const char *fn, const void *p) HAK_HIDDEN HAK_COLD;
+/* The same for a large or huge block of `usable` bytes. */
+_Noreturn void secure_reject_large(const char *fn, const void *p, size_t usable) HAK_HIDDEN HAK_COLD;
+
+/* p is a block start of its page (c: its class's divisibility test,
+ * guard/block_check.h), handed out, its canaries and its neighbour's tail
+ * intact. Returns the block size. Whether the page has carved p is left to
+ * the canary: a block never carved holds no valid tail (zero, or stale
+ * data of another class or of a freed block), and p's tail and its
+ * neighbour's stay inside the page. The guard block of a page is free, so
+ * it fails like a freed block; an unguarded page's first block has no
+ * neighbour to check. One pass, so that the compiler keeps p's canary. */
+HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_check_t *c, bool mark_free) {
   hak_page_t *pg = page_of(p);
-  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge */
-  if (HAK_UNLIKELY(off >= (uintptr_t)(pg->bump - pg->start) || off % pg->bsize != 0))
-    secure_reject(fn, "invalid pointer (not a block)", p);
-  if (HAK_UNLIKELY(((uintptr_t *)p)[1] == HAK_FREE_MARK(p)))
-    secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge, no block index */
+  size_t bsize = pg->bsize;
+  uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
+  if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity || g - 8 > bsize - 8)) secure_reject_block(fn, p);
+  memcpy(&f, (const char *)p + bsize - g, 8);
+  if (HAK_UNLIKELY(f != rotl64(t, (unsigned)(g * 8) & 63))) secure_reject_block(fn, p);
+  if (off != 0) {
+    const char *prev = (const char *)p - bsize;
+    if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block(fn, p);
+  }
+  if (mark_free) __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
+  return bsize;
 }
-/* C++ sized delete: the size must be one that gives this block. */
+HAK_INLINE size_t secure_check(const char *fn, void *p, const hak_block_check_t *c) {
+  return secure_check_core(fn, p, c, false);
+}
+/* The same, then the tail marked free (a free). */
+HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
+  return secure_check_core("free", p, c, true);
+}
+/* C++ sized delete: the size must be the one the block was asked for. */
 void hak_sized_free_check(void *p, size_t n) HAK_HIDDEN;
 #endif
 
@@ -98,11 +132,36 @@ HAK_INLINE void *alloc_bin(unsigned off) {
 
 HAK_INLINE void *alloc_class(unsigned cls) { return alloc_bin(bin_off_of_class(cls)); }
 
+#if HAK_SECURE
+/* The secure build hands a block out for n bytes: its tail records n
+ * (heap/canary.h), so the class is the one for n + HAK_TAIL. */
+void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) HAK_HIDDEN;
+HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
+  hak_fast_bin_t *b = fast_bin_at(off);
+  if (HAK_LIKELY(b->count != 0)) {
+    void *p = b->slots[--b->count];
+    canary_seal(p, hak_class_size[class_of_bin_off(off)], n);
+    return p;
+  }
+  return alloc_bin_slow_n(b, n);
+}
+/* A block of class cls (at least n + HAK_TAIL bytes) for n bytes. */
+HAK_INLINE void *alloc_class_n(unsigned cls, size_t n) { return alloc_bin_n(bin_off_of_class(cls), n); }
+HAK_INLINE void *alloc_small_or_large(size_t n) {
+  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX - HAK_TAIL)) return alloc_bin_n(hak_small_bin_tab[(n + HAK_TAIL + 15) >> 4], n);
+  if (HAK_LIKELY(n <= HAK_MID_MAX - HAK_TAIL)) return alloc_class_n(size_class_mid(n + HAK_TAIL), n);
+  return alloc_large_slow(n);
+}
+#else
+HAK_INLINE void *alloc_class_n(unsigned cls, size_t n) { (void)n; return alloc_class(cls); }
 HAK_INLINE void *alloc_small_or_large(size_t n) {
   if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX)) return alloc_bin(hak_small_bin_tab[(n + 15) >> 4]);
   if (HAK_LIKELY(n <= HAK_MID_MAX)) return alloc_class(size_class_mid(n));
   return alloc_large_slow(n);
 }
+#endif
+/* A large or huge block for n bytes (secure build: sealed), or NULL. */
+void *alloc_large_n(size_t n, size_t align, bool zero) HAK_HIDDEN;
 
 _Static_assert(sizeof(hak_bin_t) == HAK_SLICE_MAP_SCALE && HAK_SLICE_MAP_SCALE == HAK_BIN_BYTES,
                "slice map entries and the small-size table are bin offsets");
@@ -120,18 +179,16 @@ HAK_INLINE void free_block(void *p) {
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
-#if HAK_CHECKS
+#if HAK_SECURE
+    /* The exact test on every free: block start, canaries, neighbour. */
+    secure_free_check(p, block_check_at(off));
+#elif HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
      * segment header would go to the next malloc (guard/block_check.h). */
     if (HAK_UNLIKELY(!block_fast_ok(p, block_check_at(off)))) {
       free_checked(p);
       return;
     }
-#endif
-#if HAK_SECURE
-    secure_check("free", p);
-    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-#elif HAK_CHECKS
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
       free_suspect(p);
       return;
@@ -144,7 +201,15 @@ HAK_INLINE void free_block(void *p) {
   free_slow(p);
 }
 
-/* Usable bytes of a block HAKMEM owns (registry already checked). */
+/* Usable bytes of a block HAKMEM owns (registry already checked); in the
+ * secure build the size asked for, after the block's checks. */
 size_t usable_ours(const void *p) HAK_HIDDEN;
+
+/* HAKMEM_ZERO_ON_FREE (front/zero_on_free.c): with the option on, the
+ * thread caches are off (policy/config.c), so every malloc and free of a
+ * small block takes the slow path; there free wipes the block and malloc
+ * checks it is still wiped. Not on the fast paths, whatever the option. */
+void zero_on_free_wipe(void *p, size_t bsize) HAK_HIDDEN;
+void zero_on_free_check(void *p, size_t bsize) HAK_HIDDEN;
 
 #endif

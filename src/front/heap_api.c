@@ -40,24 +40,42 @@ HAK_EXPORT hak_heap_t *hak_heap_new(void) {
 }
 
 /* Above the classes: a page of the heap, or (too big for one) a huge block
- * recorded as the heap's (heap_huge.c). */
+ * recorded as the heap's (heap_huge.c). The secure build's blocks carry its
+ * canary (heap/canary.h): room for the tail, sealed for n. */
 static void *heap_large(hak_heap_t *h, size_t n, size_t align, bool zero) {
   if (n > HAK_MAX_REQUEST) return fail(ENOMEM);
-  void *p = uheap_large_fits(n, align) ? uheap_alloc_large(h, n, align, zero) : heap_huge_alloc(h, n, align, zero);
+  void *p;
+  if (uheap_large_fits(n + HAK_TAIL, align)) {
+#if HAK_SECURE
+    canary_key_ensure();
+#endif
+    p = uheap_alloc_large(h, n + HAK_TAIL, align, zero);
+#if HAK_SECURE
+    if (p) canary_seal(p, large_usable(p), n);
+#endif
+  } else {
+    p = heap_huge_alloc(h, n, align, zero);
+  }
   purge_tick();
   return p ? p : fail(ENOMEM);
 }
 
-static void *heap_class(hak_heap_t *h, unsigned cls) {
+/* A block of class cls (at least n + HAK_TAIL bytes) for n bytes. */
+static void *heap_class(hak_heap_t *h, unsigned cls, size_t n) {
   void *p = uheap_alloc(h, cls);
   if (HAK_UNLIKELY(!p)) return uheap_live(h) ? fail(ENOMEM) : not_live("hak_heap_malloc", h);
   HAK_MARK_ALLOCATED(p);
+#if HAK_SECURE
+  canary_seal(p, hak_class_size[cls], n);
+#else
+  (void)n;
+#endif
   return p;
 }
 
 static void *heap_malloc_core(hak_heap_t *h, size_t n) {
   if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_malloc", h);
-  if (HAK_LIKELY(n <= HAK_MID_MAX)) return heap_class(h, size_class_of(n));
+  if (HAK_LIKELY(n <= HAK_MID_MAX - HAK_TAIL)) return heap_class(h, size_class_of(n + HAK_TAIL), n);
   return heap_large(h, n, HAK_MIN_ALIGN, false);
 }
 
@@ -70,8 +88,8 @@ static void *heap_calloc_core(hak_heap_t *h, size_t count, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail(ENOMEM);
   if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_calloc", h);
-  if (total > HAK_MID_MAX) return heap_large(h, total, HAK_MIN_ALIGN, true);
-  void *p = heap_class(h, size_class_of(total));
+  if (total > HAK_MID_MAX - HAK_TAIL) return heap_large(h, total, HAK_MIN_ALIGN, true);
+  void *p = heap_class(h, size_class_of(total + HAK_TAIL), total);
   if (p) memset(p, 0, total);
   return p;
 }
@@ -87,10 +105,11 @@ static void *heap_aligned_core(hak_heap_t *h, size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return heap_malloc_core(h, size);
   /* As aligned_alloc: a class whose size is a multiple of align is
    * align-aligned (pages start on 64 KiB, slice 0's on 8 KiB boundaries). */
-  if (size <= HAK_MID_MAX && align <= HAK_SEG_HDR_SIZE) {
-    unsigned cls = size_class_of(size < align ? align : size);
+  if (size <= HAK_MID_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
+    size_t need = size + HAK_TAIL;
+    unsigned cls = size_class_of(need < align ? align : need);
     while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
-    if (cls < HAK_NCLASSES) return heap_class(h, cls);
+    if (cls < HAK_NCLASSES) return heap_class(h, cls, size);
   }
   return heap_large(h, size, align, false);
 }

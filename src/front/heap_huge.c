@@ -16,6 +16,7 @@
  * A thread preempted while holding it delays only frees of huge blocks
  * while heaps hold some, and heap teardown. Thread exit: nothing. */
 #include "front/heap_huge.h"
+#include "front/front.h"
 #include "guard/registry.h"
 #include "large/large.h"
 #include "os/lock.h"
@@ -91,7 +92,7 @@ static void remove_at(size_t i) {
 }
 
 void *heap_huge_alloc(hak_heap_t *h, size_t n, size_t align, bool zero) {
-  void *p = large_alloc(n, align, zero);
+  void *p = alloc_large_n(n, align, zero); /* secure build: sealed */
   if (!p) return NULL;
   hak_lock(&huge_lock);
   bool ok = reserve();

@@ -6,6 +6,7 @@
 #include "front/heap_huge.h"
 #include "heap/user_heap.h"
 #include "large/large.h"
+#include "policy/config.h"
 #include "policy/purger.h"
 
 #include <stdlib.h>
@@ -34,11 +35,23 @@ HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
 HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
   unsigned cls = class_of_bin_off(fast_bin_off(b));
   void *p = heap_refill_alloc(&hak_tls, cls);
-  if (HAK_UNLIKELY(!p)) errno = ENOMEM;
-  else HAK_MARK_ALLOCATED(p);
+  if (HAK_UNLIKELY(!p)) {
+    errno = ENOMEM;
+  } else {
+    if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_check(p, hak_class_size[cls]);
+    HAK_MARK_ALLOCATED(p);
+  }
   purge_tick();
   return p;
 }
+
+#if HAK_SECURE
+HAK_NOINLINE void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) {
+  void *p = alloc_bin_slow(b);
+  if (p) canary_seal(p, hak_class_size[class_of_bin_off(fast_bin_off(b))], n);
+  return p;
+}
+#endif
 
 #if HAK_CHECKS
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
@@ -91,8 +104,23 @@ HAK_NOINLINE void free_suspect(void *p) {
 }
 #endif
 
+void *alloc_large_n(size_t n, size_t align, bool zero) {
+#if HAK_SECURE
+  /* The tail goes at the end of the usable area, the repeat after n.
+   * Blocks aligned to 2 MiB or more (a list of their own) go without. */
+  if (align >= HAK_SEG_SIZE) return large_alloc(n, align, zero);
+  if (n > (size_t)PTRDIFF_MAX) return NULL;
+  canary_key_ensure();
+  void *p = large_alloc(n + HAK_TAIL, align, zero);
+  if (p) canary_seal(p, large_usable(p), n);
+  return p;
+#else
+  return large_alloc(n, align, zero);
+#endif
+}
+
 HAK_NOINLINE void *alloc_large_slow(size_t n) {
-  void *p = large_alloc(n, HAK_MIN_ALIGN, false);
+  void *p = alloc_large_n(n, HAK_MIN_ALIGN, false);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
   purge_tick();
   return p;
@@ -111,6 +139,15 @@ HAK_NOINLINE void free_slow(void *p) {
         return;
       }
 #endif
+#if HAK_SECURE
+      /* A live large or huge block: its canary, then marked freed. Anything
+       * else is for large_free to report. */
+      size_t u = large_live_usable(p);
+      if (u) {
+        if (HAK_UNLIKELY(!canary_intact(p, u))) secure_reject_large("free", p, u);
+        canary_mark_free(p, u);
+      }
+#endif
       heap_huge_forget(p); /* if a first-class heap had it */
       large_free(p);
       purge_tick_free();
@@ -123,20 +160,20 @@ HAK_NOINLINE void free_slow(void *p) {
       return;
     }
 #endif
+#if HAK_SECURE
+    size_t bsize = secure_check("free", p, &hak_block_check[cls + 1]);
+    if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, bsize);
+    canary_mark_free(p, bsize);
+#endif
     /* A block of a first-class heap: its slice map entry is a cap-0
      * sentinel, so it always comes here, and goes back to its heap. */
     if (HAK_UNLIKELY(uheap_class_block(p))) {
-#if HAK_SECURE
-      secure_check("free", p);
-#endif
       if (uheap_free(p)) {
         purge_tick();
         return;
       }
     }
-#if HAK_SECURE
-    secure_check("free", p);
-    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
+#if HAK_SECURE /* checked and marked above */
 #elif HAK_CHECKS
     /* The block may go straight back to its page (a class cache of cap 0),
      * where the fast path's check cannot see it: stamp and check here too. */
@@ -144,7 +181,10 @@ HAK_NOINLINE void free_slow(void *p) {
       report_bad("free", "double free", p);
       return;
     }
-    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
+    if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
+    ((uintptr_t *)p)[1] = hak_free_key;
+#else
+    if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #endif
     heap_flush_free(&hak_tls, cls, p);
     purge_tick_free();
@@ -168,17 +208,50 @@ void secure_reject(const char *fn, const char *problem, const void *p) {
   abort();
 }
 
+void secure_reject_block(const char *fn, const void *p) {
+  hak_page_t *pg = page_of(p);
+  size_t bsize = pg->bsize;
+  uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start;
+  if (off >= (uintptr_t)(pg->bump - pg->start) || off % bsize != 0 ||
+      (off == 0 && bsize <= HAK_GUARD_BLOCK_MAX)) /* the page's guard block */
+    secure_reject(fn, "invalid pointer (not a block)", p);
+  uint64_t g = tail_gap(p, bsize);
+  if (g == 0) secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
+  if (!canary_intact(p, bsize)) secure_reject(fn, "heap overflow after block", p);
+  secure_reject(fn, "heap underflow before block (or overflow of the block before it)", p);
+}
+
+void secure_reject_large(const char *fn, const void *p, size_t usable) {
+  secure_reject(fn, tail_gap(p, usable) == 0 ? "double free" : "heap overflow after block", p);
+}
+
+/* The size p was asked for, once p passed the checks of a free (a pointer
+ * that is not a live block of ours stops the process here). */
+static size_t secure_request(const char *fn, const void *p) {
+  unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+  if (cls != HAK_CLASS_NONE) {
+    size_t bsize = secure_check(fn, (void *)p, &hak_block_check[cls + 1]);
+    return canary_request(p, bsize);
+  }
+  size_t u = large_live_usable(p);
+  if (!u) secure_reject(fn, "invalid pointer", p);
+  if (!canary_intact(p, u)) secure_reject_large(fn, p, u);
+  return canary_request(p, u);
+}
+
 void hak_sized_free_check(void *p, size_t n) {
   if (!p || !registry_has(p)) return;
-  unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
-  if (cls != HAK_CLASS_NONE) secure_check("delete", p); /* a block start, not freed */
-  bool ok = cls != HAK_CLASS_NONE ? n <= HAK_MID_MAX && size_class_of(n) == cls : n <= large_usable(p);
-  if (!ok) secure_reject("delete", "size does not match the block", p);
+  if (n != secure_request("delete", p)) secure_reject("delete", "size does not match the block", p);
 }
 #endif
 
+/* Secure build: the size asked for (see secure_request). */
 size_t usable_ours(const void *p) {
+#if HAK_SECURE
+  return secure_request("malloc_usable_size", p);
+#else
   unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
   if (cls != HAK_CLASS_NONE) return hak_class_size[cls];
   return large_usable(p);
+#endif
 }

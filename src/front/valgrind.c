@@ -12,7 +12,16 @@
 
 static size_t vg_usable_size(const void *p) {
   size_t u = 0;
+#if HAK_SECURE
+  /* usable_ours is the size asked for: the block's whole size, so that the
+   * canary and the slack after it are NOACCESS too */
+  if (registry_has(p)) {
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    return cls != HAK_CLASS_NONE ? hak_class_size[cls] : large_usable(p);
+  }
+#else
   if (registry_has(p)) return usable_ours(p);
+#endif
   if (overaligned_owns(p, &u)) return u;
   return 0;
 }

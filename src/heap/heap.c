@@ -5,7 +5,9 @@
  * exception is a collector that got h->lock by a try while the owner stayed
  * away (heap/collect.c). */
 #include "heap/heap.h"
+#include "heap/canary.h"
 #include "heap/size_class.h"
+#include "policy/config.h"
 #include "remote/remote.h"
 #include "segment/free_list.h"
 #include "segment/segment.h"
@@ -17,6 +19,7 @@
 #include "policy/purger.h"
 
 #include <sched.h>
+#include <string.h>
 
 /* How long a dying heap waits for signals in flight (remote.c): spins, then
  * yields, then gives up and leaves the rest to heap_reap. */
@@ -103,6 +106,16 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   else page_cache_free(&h->pcache, p);
 }
 
+/* The w blocks about to be carved from p->bump: wiped for
+ * HAKMEM_ZERO_ON_FREE (front/zero_on_free.c), their tails marked free in the
+ * secure build (heap/canary.h). */
+HAK_INLINE void carve_marks(hak_page_t *p, unsigned w) {
+  if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(p->bump, 0, (size_t)w * p->bsize);
+#if HAK_SECURE
+  canary_carved(p->bump, w, p->bsize);
+#endif
+}
+
 #if HAK_SECURE
 /* Secure build: the blocks carved from a page come out in random order, so
  * that neighbours in allocation order are not neighbours in memory (an
@@ -125,9 +138,9 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
     CARVED(j) = t;
   }
 #undef CARVED
+  carve_marks(p, w); /* the extra ones' tails say free, like every block on a list */
   p->bump += (size_t)w * p->bsize;
   for (unsigned i = 0; i < e; i++) {
-    ((uintptr_t *)extra[i])[1] = HAK_FREE_MARK(extra[i]); /* free, like every block on a list */
     block_set_next(p, extra[i], p->free);
     p->free = extra[i];
   }
@@ -137,7 +150,16 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
 HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   (void)left;
   for (unsigned i = 0; i < k; i++) out[k - 1 - i] = p->bump + (size_t)i * p->bsize;
+  carve_marks(p, k);
   p->bump += (size_t)k * p->bsize;
+}
+#endif
+
+#if !HAK_SECURE
+/* b is a block start p has carved. */
+static bool block_of_page(const hak_page_t *p, const void *b) {
+  const uint8_t *x = b;
+  return x >= p->start && x < p->bump && (size_t)(x - p->start) % p->bsize == 0;
 }
 #endif
 
@@ -147,8 +169,19 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
   while (b && n < max) {
     out[n++] = b;
     b = block_next(p, b);
+#if !HAK_SECURE /* the secure build's block_next checks every link */
+    /* HAKMEM_ZERO_ON_FREE looks for writes after free, which may have hit
+     * the link: cut the list there rather than follow it (the blocks after
+     * the cut are lost; the write is reported when the block goes out). */
+    if (HAK_UNLIKELY(hak_config.zero_on_free) && b && !block_of_page(p, b)) b = NULL;
+#endif
   }
   p->free = b;
+#if HAK_SECURE
+  /* The first block of a page of a small class is its guard: never handed
+   * out, its tail is the neighbour the first real block's check reads. */
+  canary_guard_page(p);
+#endif
   if (n < max && p->bump < p->end) {
     size_t left = (size_t)(p->end - p->bump) / p->bsize;
     unsigned k = max - n < left ? max - n : (unsigned)left;

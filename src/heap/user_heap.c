@@ -76,6 +76,7 @@
  * the child release them, so the child's heaps are consistent and usable
  * (a heap the parent was destroying stays dying in the child, its
  * remaining pages lost to it: memory only). */
+#include "heap/canary.h"
 #include "heap/user_heap.h"
 #include "heap/heap.h"
 #include "heap/size_class.h"
@@ -193,6 +194,10 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
       if (b) {
         pg->free = block_next(pg, b);
       } else {
+#if HAK_SECURE
+        canary_guard_page(pg); /* heap/canary.h */
+        canary_carved(pg->bump, 1, pg->bsize);
+#endif
         b = pg->bump;
         pg->bump += pg->bsize;
       }
@@ -248,7 +253,7 @@ hak_heap_t *uheap_of(const void *p) {
 
 /* ---- free ------------------------------------------------------------------- */
 
-#if HAK_CHECKS
+#if HAK_CHECKS && !HAK_SECURE
 static bool on_free_list(const hak_page_t *pg, const void *p) {
   for (void *b = pg->free; b; b = block_next(pg, b))
     if (b == p) return true;
@@ -288,7 +293,7 @@ bool uheap_free(void *p) {
   }
   const char *bad = NULL;
   if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
-#if HAK_CHECKS
+#if HAK_CHECKS && !HAK_SECURE /* the secure build checked p's tail (heap/canary.h) */
   else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
 #endif
   if (bad) {
@@ -296,7 +301,7 @@ bool uheap_free(void *p) {
     report_bad("free", bad, p);
     return true;
   }
-#if HAK_CHECKS
+#if HAK_CHECKS && !HAK_SECURE /* the secure build marked p's tail */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
   unsigned cls = pg->cls;

@@ -308,6 +308,15 @@ size_t large_usable(const void *p) {
   return pg && pg->state == HAK_PAGE_LARGE ? pg->bsize : 0;
 }
 
+size_t large_live_usable(const void *p) {
+  hak_segment_t *s = segment_of(p);
+  if (s->kind == HAK_SEG_HUGE)
+    return s->magic == HAK_SEG_MAGIC && s->huge_size != 0 &&
+           (const uint8_t *)p == (const uint8_t *)s + (s->map_size - s->huge_size - GUARD_BYTES) ? s->huge_size : 0;
+  hak_page_t *pg = s->slice_page[slice_index(p)];
+  return pg && pg->state == HAK_PAGE_LARGE && pg->start == (const uint8_t *)p ? pg->bsize : 0;
+}
+
 /* Resize a huge mapping in place with mremap; false if the kernel cannot.
  * Growth goes in 2 MiB units, so a buffer growing by small steps costs one
  * mremap per 2 MiB; shrinking gives back all but the last 64 KiB unit. The

@@ -9,6 +9,9 @@
 void  *large_alloc(size_t size, size_t align, bool zero) HAK_HIDDEN;
 void   large_free(void *p) HAK_HIDDEN;                /* p's chunk is registered, class NONE */
 size_t large_usable(const void *p) HAK_HIDDEN;
+/* Usable bytes of the live large or huge block starting at p; 0 if p is
+ * not one (freed, interior): the test large_free makes before acting. */
+size_t large_live_usable(const void *p) HAK_HIDDEN;
 bool   large_resize_inplace(void *p, size_t size) HAK_HIDDEN;
 /* A huge block grown by moving its pages (mremap, no copy); NULL if p is not
  * huge or the kernel cannot (then the caller copies). */

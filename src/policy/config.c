@@ -4,6 +4,7 @@
 #include "policy/config.h"
 #include "heap/size_class.h"
 
+#include <string.h>
 #include <unistd.h>
 
 /* Smallest class cache: at 4, mid-size classes refilled and flushed two
@@ -47,6 +48,8 @@ void config_load(void) {
   hak_config_t c = hak_config;
   options_load(&c);
   config_derive_caps(c.tcache_bytes, c.tcache_max, c.tcache_cap);
+  /* Zero-on-free works on the slow paths: no block may wait in a cache. */
+  if (c.zero_on_free) memset(c.tcache_cap, 0, sizeof c.tcache_cap);
   for (unsigned k = 0; k <= HAK_NCLASSES; k++) {
     c.tcache_slots[k] = c.tcache_cap[k];
     uint32_t start = k < HAK_NCLASSES ? HAK_TCACHE_START_BYTES / hak_class_size[k] : 0;

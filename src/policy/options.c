@@ -75,6 +75,9 @@ static const option_def_t options[] = {
    "1: a background thread returns memory idle for the purge delay even if the program makes no further call "
    "(it sleeps while nothing is pending; a forked child starts its own); 0: the first slow path after the delay "
    "does it. Keep 0 in programs that must stay single-threaded"},
+  {"HAKMEM_ZERO_ON_FREE", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(zero_on_free),
+   "1: free wipes a small block and malloc checks it is still wiped when it hands it out again, reporting a "
+   "write after free (the secure build aborts); turns the thread caches off, so every call takes the slow path"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
