@@ -92,7 +92,9 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
   hak_page_list_t *l = &h->avail[p->cls];
-  if (l->head == p && p->next == NULL && h->allocates[p->cls] >= KEEP_AFTER_TAKES) {
+  /* HAKMEM_ZERO_ON_FREE keeps it anyway: its freed blocks are checked when
+   * they are handed out again, not wiped by a fresh carve. */
+  if (l->head == p && p->next == NULL && (h->allocates[p->cls] >= KEEP_AFTER_TAKES || hak_config.zero_on_free)) {
     /* Kept for the next refill: if the owner goes idle instead, the
      * purge deadline's collector gives it back (heap_release_idle). */
     if (!h->retire_stamp && !atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed))
