@@ -24,6 +24,8 @@ SAMPLES = {
     "bench_fixed_size": "bench_fixed_size iters=20000000 size=64 ws=400 seed=1 ops=20000000 "
                         "secs=0.210000 ops_per_sec=9.523810e+07 ns_per_op=10.500 "
                         "peak_rss_kb=1524 checksum=1275144739",
+    "bench_fifo": "bench_fifo iters=10000000 ws=400 seed=1 ops=19999600 secs=0.095000 "
+                  "ops_per_sec=2.105221e+08 ns_per_op=4.750 peak_rss_kb=2444 checksum=1275144739",
     "bench_mid_large_mt": "bench_mid_large_mt threads=2 iters=2000000 ws=400 min=1024 max=32768 "
                           "seed=1 ops=4000000 secs=0.172000 ops_per_sec=2.325581e+07 "
                           "ns_per_op=43.000 peak_rss_kb=9760 checksum=507935484",
