@@ -456,9 +456,11 @@ bool heap_destroy(hak_heap_t *h) {
 
 bool heap_reap(hak_heap_t *h, bool lost) {
   heap_lock(h); /* a collector may be looking (it leaves dying heaps alone) */
+  busy_begin(h); /* a fork now leaves h alone in the child (heap/pool.c) */
   if (lost) release_all(h);
   else release_arrived(h);
   bool done = h->awaiting == 0;
+  busy_end(h);
   heap_unlock(h);
   return done;
 }

@@ -47,11 +47,12 @@ struct hak_heap {
   hak_page_list_t avail[HAK_NCLASSES];  /* pages with blocks to hand out; head is current */
   hak_page_list_t full[HAK_NCLASSES];   /* pages with none; remote frees bring them back */
   _Atomic(hak_page_t *) remote_pages;   /* pages that received remote frees (MPSC stack) */
-  hak_heap_t *pool_next;                /* free-heap pool / dying-heap list link */
-  hak_heap_t *live_next, *live_prev;    /* heaps in use by a thread (a forked child repairs them) */
+  hak_heap_t *pool_next;                /* first-class heaps (user_heap.c): record pool link */
+  hak_heap_t *live_next, *live_prev;    /* first-class heaps: the live list */
+  _Atomic(uint64_t) pool_word;          /* thread heaps: tid, state, generation (heap/pool.c) */
+  _Atomic(hak_heap_t *) pool_link;      /* thread heaps: free or dying stack link (heap/pool.c) */
   _Atomic(uint32_t) busy;               /* owner is changing the page lists (see remote.c) */
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
-  int         tid;                      /* kernel id of the thread using it (see thread.c) */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
   void      **slot_store;               /* backing store of the bins' slots */
