@@ -13,6 +13,7 @@ out=$(mktemp); trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; cat "$out"; exit 1; }
 
 LD_PRELOAD=$obs HAKMEM_STATS=1 "$@" >/dev/null 2>"$out" || fail "program failed under the observe build"
+grep -q '^locks counted$' "$out" || fail "no 'locks counted' line in the observe report"
 grep '^lock ' "$out" | grep -Ev '^lock [a-z_]+ [0-9]+$' && fail "a lock line is not 'lock <name> <count>'"
 grep -q '^lock segment ' "$out" && fail "a process-wide segment lock was taken"
 grep -q '^lock heap_pool ' "$out" && fail "thread start or exit took a heap pool lock"
@@ -22,5 +23,5 @@ names=$(grep '^lock ' "$out" | cut -d' ' -f2 | sort)
 [ "$(echo "$names" | uniq -d)" = "" ] || fail "a lock name appears twice"
 
 LD_PRELOAD=$std HAKMEM_STATS=1 "$@" >/dev/null 2>"$out" || fail "program failed under the tested build"
-if [ "$std" != "$obs" ] && grep -q '^lock ' "$out"; then fail "lock lines outside the observe build"; fi
+if [ "$std" != "$obs" ] && grep -q '^lock' "$out"; then fail "lock lines outside the observe build"; fi
 echo "ok: $n lock lines in the observe report:" $names

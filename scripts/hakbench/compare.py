@@ -165,7 +165,7 @@ def do_compare(args):
         rates, names, lock_notes = measure_locks(observe_build(args.observe_build), workloads,
                                                  args.quiet)
         notes += lock_notes
-        locks = lock_table(workloads, rates, names) if names else None
+        locks = lock_table(workloads, rates, names) if rates else None
     print(main_table)
     if sys_table:
         print()

@@ -3,7 +3,8 @@ after warm-up, per lock and workload.
 
 The observe build (-DHAKMEM_BUILD=observe) counts every acquisition of each
 process-wide lock and its HAKMEM_STATS=1 report at exit (on stderr) has one
-line `lock <name> <count>` per lock taken.  Each workload runs at the two
+line `lock <name> <count>` per lock taken, after a `locks counted` line
+(present even when no lock was taken at all).  Each workload runs at the two
 lengths of its strace pair; (count(long) - count(short)) / (ops(long) -
 ops(short)) cancels start-up and warm-up.  When the longer run took a lock
 fewer times than the shorter (scheduling-dependent work such as abandoning
@@ -22,6 +23,7 @@ from .runner import Progress, check_run, git_revision, machine_info, run_measure
 from .workloads import WORKLOADS, program_path, select_workloads
 
 _LOCK_LINE = re.compile(r"^\s*lock\s+(\S+)\s+(\d+)\s*$", re.MULTILINE)
+_COUNTED_LINE = re.compile(r"^\s*locks counted\s*$", re.MULTILINE)
 NO_LINES = ("no `lock <name> <count>` lines in the HAKMEM_STATS=1 report of %s: "
             "this build does not count lock acquisitions")
 
@@ -93,7 +95,7 @@ def lock_run(prog_dir, workload, n, alloc):
     if not res.ok:
         raise RuntimeError("%s %s: %s\n%s" % (workload.name, " ".join(workload.args(n)),
                                               res.error, tail(res.stderr)))
-    return res.fields["ops"], parse_lock_lines(res.stderr)
+    return res.fields["ops"], parse_lock_lines(res.stderr), bool(_COUNTED_LINE.search(res.stderr))
 
 
 def measure_locks(obs_dir, workloads, quiet=False, log=log):
@@ -110,8 +112,8 @@ def measure_locks(obs_dir, workloads, quiet=False, log=log):
             long_ = lock_run(prog_dir, w, w.trace[1], alloc)
             progress.step("%s locks: %s" % (w.name, ", ".join(
                 "%s %d" % kv for kv in sorted(long_[1].items())) or "no lock lines"))
-            seen_any = seen_any or bool(short[1] or long_[1])
-            rates[w.name] = per_million(short, long_)
+            seen_any = seen_any or bool(short[1] or long_[1]) or short[2] or long_[2]
+            rates[w.name] = per_million(short[:2], long_[:2])
         except (RuntimeError, ValueError) as e:
             progress.done += 1
             rates[w.name] = None
@@ -158,7 +160,7 @@ def do_locks(args):
                          % (obs, ", ".join(sorted(set(missing)))))
     rates, names, notes = measure_locks(obs, workloads, args.quiet)
     date = datetime.date.today().isoformat()
-    if not names:
+    if not rates:
         for n in notes:
             print("note: " + n)
         print("no lock acquisition figures (none were found)")

@@ -21,11 +21,23 @@
  *   that become empty retire stamped `remote_since`: memory its owner left
  *   untouched for a whole delay is due at once, so an idle owner's memory goes
  *   back within one delay of the frees, not two.
- *   Heaps are never unmapped, so walking the all-heaps list needs no lock;
- *   collect_lock only keeps collectors one at a time, and keeps fork from
- *   copying a heap in the middle of a collection.
- * fork: atfork prepare takes collect_lock, so no collector is inside a heap
- *   at the fork. In the child, a heap whose lock is held belonged to a thread
+ *   Heaps are never unmapped, so walking the all-heaps list needs no lock,
+ *   and collectors need no lock among themselves either: each touches a heap
+ *   only under that heap's lock, got with a try. Several may walk at once
+ *   (the purge deadline's winner, malloc_trim, hak_collect); they share
+ *   nothing but the `collectors` word below.
+ * fork (claim, no lock): `collectors` counts the collectors inside a pass,
+ *   and its top bit says a fork is being prepared. A collector enters with
+ *   one fetch-add and backs off at once (undoing it) if it finds the bit:
+ *   it never waits, and its pass is only skipped (the purge deadline is
+ *   armed again one delay later). The prepare handler sets the bit and
+ *   waits until the count is 0 (it is the only waiter: collectors finish a
+ *   pass without waiting for anything that fork holds, since the collect
+ *   handler runs before the segment and heap handlers take their locks), so
+ *   no collector is inside a heap at the fork; the parent clears the bit,
+ *   the child zeroes the word. A collector preempted inside a pass delays
+ *   only a fork (and the owner's next slow path, as above).
+ *   In the child, a heap whose lock is held belonged to a thread
  *   that was inside its slow path and is gone: if it was marked busy (its
  *   lists may be half-changed, remote.c) it is marked unreachable and never
  *   collected there; otherwise its lock is released (the thread held it
@@ -72,7 +84,15 @@
 
 #include <sched.h>
 
-static hak_lock_t collect_lock = HAK_LOCK_NAMED("collect");
+#define COLLECT_FORK 0x80000000u
+static _Atomic(uint32_t) collectors;
+
+static bool collect_enter(void) {
+  if (!(atomic_fetch_add(&collectors, 1) & COLLECT_FORK)) return true;
+  atomic_fetch_sub(&collectors, 1);
+  return false;
+}
+static void collect_leave(void) { atomic_fetch_sub(&collectors, 1); }
 
 void collect_note_signal(hak_heap_t *h) {
   uint32_t now = os_now_ms();
@@ -106,7 +126,7 @@ static bool collect_one(hak_heap_t *h, uint32_t stamp, bool wait) {
 
 uint32_t heap_collect_idle(uint32_t now, int mode) {
   uint32_t delay = hak_config.purge_delay_ms, next = 0;
-  hak_lock(&collect_lock);
+  if (!collect_enter()) return (now + delay) | 1; /* a fork is being prepared: later */
   for (hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
     if (h->unreachable) continue;
     /* Empty pages the heap keeps for reuse go to the exchange, and from
@@ -128,16 +148,22 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
     if (!collect_one(h, stamp, mode == COLLECT_FORCE) && mode == COLLECT_DUE)
       next = earlier(next, (now + delay) | 1); /* busy: its owner is at it, look again later */
   }
-  hak_unlock(&collect_lock);
+  collect_leave();
   if (mode == COLLECT_FORCE) remote_collect_abandoned();
   return next;
 }
 
-void collect_atfork_prepare(void) { hak_lock_fork(&collect_lock); }
-void collect_atfork_parent(void) { hak_unlock_fork(&collect_lock); }
+void collect_atfork_prepare(void) {
+  atomic_fetch_or(&collectors, COLLECT_FORK);
+  for (unsigned spins = 0; atomic_load(&collectors) != COLLECT_FORK; spins++) {
+    if (spins < 64) cpu_relax();
+    else sched_yield();
+  }
+}
+void collect_atfork_parent(void) { atomic_fetch_and(&collectors, ~COLLECT_FORK); }
 
 void collect_atfork_child(void) {
-  hak_lock_reset(&collect_lock);
+  atomic_store(&collectors, 0);
   hak_heap_t *own = hak_tls.heap;
   for (hak_heap_t *h = heap_all_first(); h; h = h->all_next)
     if (h != own && atomic_load_explicit(&h->lock, memory_order_relaxed)) {

@@ -130,6 +130,9 @@ hak_heap_t *uheap_new(void) {
   }
   /* A pooled record's lists are empty: destroy and delete leave them so. */
   h->pool_next = NULL;
+  /* A segment shard of its own draw (kept through the record's reuse): its
+   * pages come from that shard's segments, not from one all heaps share. */
+  if (!h->pcache.shard) h->pcache.shard = segment_shard_pick();
   atomic_store_explicit(&h->user_state, HAK_UHEAP_LIVE, memory_order_release);
   hak_lock(&uheap_lock);
   h->live_prev = NULL;
@@ -173,7 +176,7 @@ void uheap_finish(hak_heap_t *h) {
 /* A page for class cls, owned by h and marked in the slice map so that its
  * blocks never enter a thread's cache. h->lock held. */
 static hak_page_t *page_new(hak_heap_t *h, unsigned cls) {
-  hak_page_t *pg = page_cache_alloc(NULL, class_slices(cls), cls);
+  hak_page_t *pg = page_cache_alloc_in(NULL, h->pcache.shard, class_slices(cls), cls);
   if (!pg) return NULL;
   atomic_store_explicit(&pg->owner, h, memory_order_release);
   /* No block of the page is out yet: no free() can read the old entry. */
@@ -223,7 +226,7 @@ void *uheap_alloc_large(hak_heap_t *h, size_t size, size_t align, bool zero) {
   heap_lock(h);
   hak_page_t *pg = NULL;
   if (atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE) {
-    pg = page_cache_alloc(NULL, n, HAK_CLASS_NONE);
+    pg = page_cache_alloc_in(NULL, h->pcache.shard, n, HAK_CLASS_NONE);
     if (pg) {
       uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
       pg->start = b;
@@ -380,7 +383,7 @@ bool uheap_destroy(hak_heap_t *h) {
    * some later slow path), else left to the segments' purge policy, warm
    * for the next heap. */
   if (chain && (size_t)slices * HAK_SLICE_SIZE > hak_config.dirty_max) segment_pages_free_purged(chain);
-  else if (chain) segment_pages_free(0, chain);
+  else if (chain) segment_pages_free(h->pcache.shard, chain);
   heap_unlock(h);
   return true;
 }
@@ -415,7 +418,7 @@ bool uheap_delete(hak_heap_t *h) {
     atomic_store_explicit(&pg->owner, NULL, memory_order_release);
   }
   lists_clear(h);
-  if (empty) segment_pages_free(0, empty);
+  if (empty) segment_pages_free(h->pcache.shard, empty);
   heap_unlock(h);
   return true;
 }

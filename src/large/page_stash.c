@@ -121,7 +121,7 @@ static uint32_t drain(uint32_t now, uint32_t min_age, size_t keep, bool by_age, 
     }
   }
   if (list) {
-    segment_pages_free(0, list); /* shard 0: those of other shards go to their returned stacks */
+    segment_pages_free(0, list); /* shard 0 holds no segment: every page goes to its shard's returned stack */
     if (any) *any = true;
   }
   return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;

@@ -47,9 +47,11 @@ static unsigned exchange_max(void) {
   return hak_config.profile == HAK_PROFILE_SPEED ? 8 : 4;
 }
 
-/* The segment shard of c's heap, drawn at its first use; 0 without a heap. */
+/* The segment shard of c's heap, drawn at its first use. A caller without a
+ * heap (a thread past its exit) draws one per call: no shard, and so no
+ * shard lock, is shared by all such callers. */
 static unsigned shard_of(hak_page_cache_t *c) {
-  if (!c) return 0;
+  if (!c) return segment_shard_pick();
   if (!c->shard) c->shard = segment_shard_pick();
   return c->shard;
 }
@@ -98,6 +100,10 @@ static void exchange_put(hak_page_t *pg, unsigned shard) {
 static void cache_put(hak_page_cache_t *c, hak_page_t *pg);
 
 hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
+  return page_cache_alloc_in(c, shard_of(c), n, cls);
+}
+
+hak_page_t *page_cache_alloc_in(hak_page_cache_t *c, unsigned shard, unsigned n, unsigned cls) {
   unsigned key = key_of(n, cls);
   hak_page_t *pg = NULL;
   if (c) /* newest first: the warmest */
@@ -116,7 +122,7 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
      * acquisition of its shard lock per batch. */
     unsigned room = local_max() > c->slices ? (local_max() - c->slices) / n : 0;
     hak_page_t *batch[8];
-    unsigned k = segment_pages_alloc(shard_of(c), n, cls, batch, 1 + (room < 7 ? room : 7));
+    unsigned k = segment_pages_alloc(shard, n, cls, batch, 1 + (room < 7 ? room : 7));
     for (unsigned i = 1; i < k; i++) cache_put(c, batch[i]); /* unused: known_zero still holds */
     if (k) pg = batch[0];
     if (pg) return pg;
@@ -124,11 +130,11 @@ hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) {
   if (!pg) {
     /* Before the process grows, the cached pages go back to their segments,
      * where a page of any kind can be cut from them. */
-    pg = segment_page_alloc_ex(shard_of(c), n, cls, false);
+    pg = segment_page_alloc_ex(shard, n, cls, false);
     if (pg) return pg;
     if (c) page_cache_flush(c);
     page_cache_trim();
-    return segment_page_alloc(shard_of(c), n, cls);
+    return segment_page_alloc(shard, n, cls);
   }
   segment_page_reinit(pg, cls);
   return pg;

@@ -27,6 +27,8 @@ typedef struct hak_page_cache {
 /* A page of n slices for class cls (HAK_CLASS_NONE: a large block), from c
  * (may be NULL), the exchange, or the segments. NULL when the OS refuses. */
 hak_page_t *page_cache_alloc(hak_page_cache_t *c, unsigned n, unsigned cls) HAK_HIDDEN;
+/* The same, the segments' part from the given shard (a first-class heap's). */
+hak_page_t *page_cache_alloc_in(hak_page_cache_t *c, unsigned shard, unsigned n, unsigned cls) HAK_HIDDEN;
 /* An empty page (no block in use, no remote free pending) to c (may be NULL),
  * the exchange, or its segment. */
 void page_cache_free(hak_page_cache_t *c, hak_page_t *pg) HAK_HIDDEN;

@@ -8,8 +8,10 @@
  * meet on a shard lock: it is taken by the heap's own thread (under its heap
  * lock), and otherwise only by the purge deadline's work, malloc_trim, a fork,
  * and, with a try that never waits, by threads stealing free slices or
- * sweeping for the dirty budget. Shard 0 serves callers without a heap
- * (threads past their exit, first-class heaps): its lock is process-wide.
+ * sweeping for the dirty budget. First-class heaps draw a shard of their
+ * own too; a caller without a heap (a thread past its exit) draws one per
+ * call. Shard 0 is never drawn (0 means "not drawn yet"): no shard lock is
+ * process-wide, and none is counted by the observe build.
  * Pages are cut from the caller's shard; when it has no free run, from
  * another shard's segments (steal, so a thread never maps a segment while
  * another holds free slices it could use: the process's footprint stays
@@ -64,21 +66,15 @@
 #define ALL_SLICES 0xffffffffu
 
 typedef struct seg_shard {
-  hak_lock_t lock;                   /* not process-wide (but shard 0's): not counted */
+  hak_lock_t lock;                   /* not process-wide: not counted */
   hak_segment_t *head, *tail;        /* its segments with at least one free slice */
   _Atomic(hak_page_t *) returned;    /* pages freed by other threads (see above) */
   _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
 } __attribute__((aligned(64))) seg_shard_t;
 
-/* Shard 0 is shared by every caller without a heap of its own (threads
- * past their exit, first-class heaps): its lock is process-wide, named and
- * counted by the observe build like any other. */
-static seg_shard_t shards[HAK_SEG_SHARDS] = {[0] = {.lock = HAK_LOCK_NAMED("segment_shard0")}};
+static seg_shard_t shards[HAK_SEG_SHARDS];
 
-HAK_INLINE void shard_lock(seg_shard_t *sh) {
-  if (sh == &shards[0]) hak_lock(&sh->lock);
-  else hak_lock_local(&sh->lock);
-}
+HAK_INLINE void shard_lock(seg_shard_t *sh) { hak_lock_local(&sh->lock); }
 static _Atomic(unsigned) next_shard;
 static _Atomic(size_t) seg_empty;        /* segments entirely free */
 static _Atomic(size_t) dirty_bytes;      /* free slices holding touched memory */

@@ -7,8 +7,9 @@
 
 #include "hak_internal.h"
 
-/* Shard 0 serves callers without a heap; a heap draws one of the others for
- * its life with segment_shard_pick (round robin). */
+/* A heap (thread or first-class) draws one of shards 1..63 for its life with
+ * segment_shard_pick (round robin); a caller without a heap draws one per
+ * call. Shard 0 is never drawn and holds no segment. */
 #define HAK_SEG_SHARDS 64
 unsigned segment_shard_pick(void) HAK_HIDDEN;
 

@@ -265,7 +265,10 @@ void stats_print_text(int fd) {
   }
 #if HAK_OBSERVE
   /* Process-wide lock acquisitions, one `lock <name> <count>` line each
-   * (a fixed form that scripts parse; a lock never taken is not listed). */
+   * (a fixed form that scripts parse; a lock never taken is not listed),
+   * after a `locks counted` line that says this build counts them (so that
+   * a run that took none is told from a build that does not count). */
+  put(fd, "locks counted\n");
   for (hak_lock_t *l = atomic_load_explicit(&hak_lock_list, memory_order_acquire); l; l = l->list_next) {
     snprintf(line, sizeof line, "lock %s %llu\n", l->name ? l->name : "unnamed",
              (unsigned long long)atomic_load_explicit(&l->acquisitions, memory_order_relaxed));
