@@ -88,6 +88,29 @@ HAK_INLINE size_t secure_check(const char *fn, void *p, const hak_block_check_t 
 HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
   return secure_check_core("free", p, c, true);
 }
+/* free()'s fast path, once p passed the slice-relative block-start test
+ * (block_fast_ok: a one-slice class, not slice 0, so p's page starts at
+ * p's slice and p is a block boundary inside it): the same checks as
+ * secure_check_core without the page record, bsize from the class table.
+ * The neighbour before p is p - bsize, except for the first block of the
+ * slice (its page's first: a guard up to HAK_GUARD_BLOCK_MAX, refused by
+ * its own free tail; bigger classes have no neighbour there), which reads
+ * its own tail again instead of branching. */
+void secure_free_fast(void *p, size_t bsize) HAK_HIDDEN;
+HAK_INLINE void secure_free_fast_inline(void *p, size_t bsize) {
+  uintptr_t a = (uintptr_t)p & (HAK_SLICE_SIZE - 1);
+  uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
+  if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block("free", p);
+  memcpy(&f, (const char *)p + bsize - g, 8);
+  if (HAK_UNLIKELY(f != rotl64(t, (unsigned)(g * 8) & 63))) secure_reject_block("free", p);
+  const char *prev = (const char *)p - (a ? bsize : 0);
+  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block("free", p);
+  __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
+}
+/* The rest of the small blocks whose bin has room (slice 0, classes whose
+ * pages span several slices, and pointers that are not block starts):
+ * secure_free_check against the page record, then the cache. */
+void free_secure_paged(void *p, unsigned off) HAK_HIDDEN;
 /* C++ sized delete: the size must be the one the block was asked for. */
 void hak_sized_free_check(void *p, size_t n) HAK_HIDDEN;
 #endif
@@ -140,7 +163,7 @@ HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count != 0)) {
     void *p = b->slots[--b->count];
-    canary_seal(p, hak_class_size[class_of_bin_off(off)], n);
+    canary_seal(p, block_check_at(off)->size, n);
     return p;
   }
   return alloc_bin_slow_n(b, n);
@@ -181,7 +204,17 @@ HAK_INLINE void free_block(void *p) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
 #if HAK_SECURE
     /* The exact test on every free: block start, canaries, neighbour. */
-    secure_free_check(p, block_check_at(off));
+    const hak_block_check_t *c = block_check_at(off);
+    if (HAK_UNLIKELY(!block_fast_ok(p, c))) {
+      free_secure_paged(p, off);
+      return;
+    }
+    /* Pushed first, checked after: the check is then a tail call to a
+     * leaf with every scratch register to itself, and this path saves
+     * none (a failed check aborts, so the push does not matter). */
+    b->slots[b->count++] = p;
+    secure_free_fast(p, c->size);
+    return;
 #elif HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
      * segment header would go to the next malloc (guard/block_check.h). */

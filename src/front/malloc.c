@@ -203,6 +203,14 @@ HAK_NOINLINE void free_slow(void *p) {
 }
 
 #if HAK_SECURE
+HAK_NOINLINE void secure_free_fast(void *p, size_t bsize) { secure_free_fast_inline(p, bsize); }
+
+HAK_NOINLINE void free_secure_paged(void *p, unsigned off) {
+  secure_free_check(p, block_check_at(off));
+  hak_bin_t *b = (hak_bin_t *)((char *)hak_tls.bins + off); /* free_block saw room in it */
+  b->slots[b->count++] = p;
+}
+
 void secure_reject(const char *fn, const char *problem, const void *p) {
   report_bad(fn, problem, p); /* aborts in this build */
   abort();

@@ -23,8 +23,10 @@
 
 typedef struct hak_block_check {
   uint64_t inv;       /* inverse of the size's odd part, mod 2^64 */
-  uint32_t fast_lim;  /* blocks per slice (one-slice classes); 0: always the full test */
-  uint32_t shift;     /* the size's power of two */
+  uint16_t fast_lim;  /* blocks per slice (one-slice classes); 0: always the full test */
+  uint16_t shift;     /* the size's power of two */
+  uint32_t size;      /* the class size (the secure build's fast paths read it here,
+                       * from the entry they already hold, not from the page record) */
 } hak_block_check_t;
 
 /* Indexed like the TLS bins: by the slice map's value (class + 1). */

@@ -44,8 +44,11 @@
 
 extern uint64_t hak_canary_key HAK_HIDDEN;
 
+/* An odd multiplier that fits an instruction's 32-bit immediate: a
+ * bijection all the same (the secret is the key), with no register to
+ * hold a 64-bit constant on the fast paths. */
 HAK_INLINE uint64_t canary_mix(const void *b, uint64_t key) {
-  return ((uint64_t)(uintptr_t)b ^ key) * 0x9e3779b97f4a7c15ull;
+  return ((uint64_t)(uintptr_t)b ^ key) * 0x7feb352dull;
 }
 HAK_INLINE uint64_t canary_of(const void *b) { return canary_mix(b, hak_canary_key); }
 HAK_INLINE uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> ((64 - r) & 63)); }

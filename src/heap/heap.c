@@ -108,51 +108,51 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   else page_cache_free(&h->pcache, p);
 }
 
-/* The w blocks about to be carved from p->bump: wiped for
- * HAKMEM_ZERO_ON_FREE (front/zero_on_free.c), their tails marked free in the
- * secure build (heap/canary.h). */
-HAK_INLINE void carve_marks(hak_page_t *p, unsigned w) {
-  if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(p->bump, 0, (size_t)w * p->bsize);
-#if HAK_SECURE
-  canary_carved(p->bump, w, p->bsize);
-#endif
-}
-
 #if HAK_SECURE
 /* Secure build: the blocks carved from a page come out in random order, so
  * that neighbours in allocation order are not neighbours in memory (an
- * overflow cannot count on what follows a block). Each carve takes the k
- * blocks asked for plus up to CARVE_EXTRA more, shuffles them all
- * (Fisher-Yates, the thread's generator: os/random.h) and puts the extra
- * ones on the page's free list (empty whenever the page is carved), so even
- * a refill of one block has a choice. */
-#define CARVE_EXTRA 16
+ * overflow cannot count on what follows a block). A carve of k blocks takes
+ * at least CARVE_POOL (extra ones, while the page has them, when k is
+ * smaller), shuffles them all and puts the extra ones on the page's free
+ * list (empty whenever the page is carved), so even a refill of one block
+ * has a choice. One pass: each new block's tail is marked free (canary.h)
+ * and the block goes to a uniformly random place among those before it
+ * (Fisher-Yates inside out), two 32-bit draws per number of a generator
+ * seeded from the thread's (os/random.h). */
+#define CARVE_POOL 16
 
 static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
-  void *extra[CARVE_EXTRA];
-  unsigned e = left - k < CARVE_EXTRA ? (unsigned)(left - k) : CARVE_EXTRA, w = k + e;
-#define CARVED(i) (*((i) < k ? &out[i] : &extra[(i) - k]))
-  for (unsigned i = 0; i < w; i++) CARVED(i) = p->bump + (size_t)i * p->bsize;
-  for (unsigned i = w; i > 1; i--) {
-    unsigned j = (unsigned)(((os_random_next() & 0xffffffffu) * i) >> 32); /* 0 .. i-1 */
-    void *t = CARVED(i - 1);
-    CARVED(i - 1) = CARVED(j);
-    CARVED(j) = t;
+  void *pool[CARVE_POOL];
+  unsigned e = k >= CARVE_POOL ? 0 : (left - k < CARVE_POOL - k ? (unsigned)(left - k) : CARVE_POOL - k), w = k + e;
+  void **a = e ? pool : out; /* w <= CARVE_POOL when there are extra ones */
+  size_t bsize = p->bsize;
+  uint8_t *blk = p->bump;
+  if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(blk, 0, (size_t)w * bsize);
+  canary_key_ensure();
+  uint64_t key = hak_canary_key, s = os_random_next(), r = 0;
+  for (unsigned i = 0; i < w; i++, blk += bsize) {
+    __atomic_store_n((uint64_t *)(blk + bsize - 8), canary_mix(blk, key), __ATOMIC_RELAXED); /* canary_mark_free */
+    if (!(i & 1)) r = rng_split(&s);
+    unsigned j = (unsigned)(((r & 0xffffffffu) * (i + 1)) >> 32); /* 0 .. i */
+    r >>= 32;
+    a[i] = a[j];
+    a[j] = blk;
   }
-#undef CARVED
-  carve_marks(p, w); /* the extra ones' tails say free, like every block on a list */
-  p->bump += (size_t)w * p->bsize;
-  for (unsigned i = 0; i < e; i++) {
-    block_set_next(p, extra[i], p->free);
-    p->free = extra[i];
+  p->bump = blk;
+  if (!e) return;
+  memcpy(out, pool, k * sizeof *out);
+  for (unsigned i = k; i < w; i++) {
+    block_set_next(p, pool[i], p->free);
+    p->free = pool[i];
   }
 }
 #else
-/* Stored in reverse so the cache pops them in address order. */
+/* Stored in reverse so the cache pops them in address order. Wiped for
+ * HAKMEM_ZERO_ON_FREE (front/zero_on_free.c). */
 HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   (void)left;
   for (unsigned i = 0; i < k; i++) out[k - 1 - i] = p->bump + (size_t)i * p->bsize;
-  carve_marks(p, k);
+  if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(p->bump, 0, (size_t)k * p->bsize);
   p->bump += (size_t)k * p->bsize;
 }
 #endif
@@ -168,9 +168,10 @@ static bool block_of_page(const hak_page_t *p, const void *b) {
 static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
   unsigned n = 0;
   void *b = p->free;
+  hak_fl_walk_t w = fl_walk(p);
   while (b && n < max) {
     out[n++] = b;
-    b = block_next(p, b);
+    b = fl_next(&w, b);
 #if !HAK_SECURE /* the secure build's block_next checks every link */
     /* HAKMEM_ZERO_ON_FREE looks for writes after free, which may have hit
      * the link: cut the list there rather than follow it (the blocks after

@@ -20,7 +20,7 @@ static __thread uint64_t rng_state;
 /* Raw system calls: the first segment can be mapped inside a sanitizer's
  * own start-up (AddressSanitizer's dlsym allocates), before its
  * interceptors of getrandom and clock_gettime work. */
-static uint64_t seed(void) {
+static HAK_NOINLINE uint64_t seed(void) {
   uint64_t s = 0;
   int saved = errno;
   long got = syscall(SYS_getrandom, &s, sizeof s, GRND_NONBLOCK);
@@ -36,10 +36,7 @@ static uint64_t seed(void) {
 
 uint64_t os_random_next(void) {
   if (HAK_UNLIKELY(rng_state == 0)) rng_state = seed();
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-  return z ^ (z >> 31);
+  return rng_split(&rng_state);
 }
 
 void os_random_atfork_child(void) { rng_state = 0; }

@@ -113,7 +113,8 @@ unsigned remote_take(hak_page_t *page, bool keep_queued, void **out_head, void *
   void *list = (void *)(v & ~HAK_REMOTE_QUEUED);
   unsigned n = 0;
   void *tail = NULL;
-  for (void *b = list; b; b = block_next(page, b)) {
+  hak_fl_walk_t w = fl_walk(page);
+  for (void *b = list; b; b = fl_next(&w, b)) {
     tail = b;
     n++;
   }

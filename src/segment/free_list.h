@@ -36,16 +36,38 @@ HAK_INLINE void block_set_next(const hak_page_t *pg, void *b, void *next) {
   *(uintptr_t *)b = fl_rotl((uintptr_t)next ^ k1, (unsigned)k0) + k0;
 }
 
-HAK_INLINE void *block_next(const hak_page_t *pg, const void *b) {
-  uintptr_t k0 = segment_of(pg)->list_key, k1 = hak_list_secret ^ (uintptr_t)pg;
-  uintptr_t d = fl_rotr(*(const uintptr_t *)b - k0, (unsigned)k0) ^ k1;
-  if (d && HAK_UNLIKELY(block_index(d - (uintptr_t)pg->start, &hak_block_check[pg->cls + 1]) >= pg->capacity))
-    free_list_corrupt(b);
+/* What decoding a page's links needs, read once before a walk (the loads
+ * would otherwise stay in the loop: the compiler cannot tell that the
+ * blocks read are not the page record). */
+typedef struct hak_fl_walk {
+  uintptr_t k0, k1, start;
+  uint64_t inv;
+  unsigned shift, capacity;
+} hak_fl_walk_t;
+
+HAK_INLINE hak_fl_walk_t fl_walk(const hak_page_t *pg) {
+  const hak_block_check_t *c = &hak_block_check[pg->cls + 1];
+  hak_fl_walk_t w = {segment_of(pg)->list_key, hak_list_secret ^ (uintptr_t)pg, (uintptr_t)pg->start,
+                     c->inv, c->shift, pg->capacity};
+  return w;
+}
+
+HAK_INLINE void *fl_next(const hak_fl_walk_t *w, const void *b) {
+  uintptr_t d = fl_rotr(*(const uintptr_t *)b - w->k0, (unsigned)w->k0) ^ w->k1, x = (d - w->start) * w->inv;
+  if (d && HAK_UNLIKELY(((x >> w->shift) | (x << ((64 - w->shift) & 63))) >= w->capacity)) free_list_corrupt(b);
   return (void *)d;
+}
+
+HAK_INLINE void *block_next(const hak_page_t *pg, const void *b) {
+  hak_fl_walk_t w = fl_walk(pg);
+  return fl_next(&w, b);
 }
 #else
 HAK_INLINE void block_set_next(const hak_page_t *pg, void *b, void *next) { (void)pg; *(void **)b = next; }
 HAK_INLINE void *block_next(const hak_page_t *pg, const void *b) { (void)pg; return *(void *const *)b; }
+typedef struct hak_fl_walk { char unused; } hak_fl_walk_t;
+HAK_INLINE hak_fl_walk_t fl_walk(const hak_page_t *pg) { (void)pg; hak_fl_walk_t w = {0}; return w; }
+HAK_INLINE void *fl_next(const hak_fl_walk_t *w, const void *b) { (void)w; return *(void *const *)b; }
 #endif
 
 #endif
