@@ -130,7 +130,7 @@ struct hak_segment {
   /* secure build; with them the header is 4 KiB exactly (one OS page before
    * its guard page: segment.c) */
   uintptr_t   list_key;               /* free-list key (segment/free_list.h) */
-  _Atomic(uint32_t) guard_mask;       /* bit i: the large page at slice i ends in a guard */
+  _Atomic(uint32_t) guard_mask;       /* bit i: slice i ends in a large-block guard (segment.c) */
   uint8_t   shard;                    /* the segment shard whose list it is on (segment.c) */
   hak_page_t  pages[HAK_SLICES];      /* records, indexed by first slice */
 };

@@ -13,6 +13,10 @@
  *               block's slack): SIGSEGV at the guard after it
  *   guard-large the same for a 100 KB block (slices of a segment): SIGSEGV
  *   guard-meta  a write just after the segment header: SIGSEGV
+ *   guard-reuse large blocks of 7 sizes freed (their guards stay behind),
+ *               then large and small blocks cut over those slices: every
+ *               byte of them writable (exits 0)
+ *   guard-again a 100 KB block freed and asked for again: SIGSEGV past it
  *   stamp-copy  user data copied from another block's freed memory (the free
  *               mark included) is not taken for a double free: exits 0
  *   heap-large  a first-class heap's large block on a page that was cached
@@ -115,6 +119,39 @@ static void case_heap_large(void)
     heap_destroy(h);
 }
 
+/* Large pages leave their guards behind when freed (segment.c): a block cut
+ * again over such slices, large of another size or small, must be wholly
+ * writable, and a large block of the same size again ends in a guard. */
+static void case_guard_reuse(void)
+{
+    enum { N = 24 };
+    void *v[N];
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) {
+            v[i] = malloc(ht_hide(40000 + 70000 * (size_t)((i + round) % 7)));
+            CHECK(v[i] != NULL, "malloc (large) failed");
+            memset(v[i], 1, malloc_usable_size(v[i]));
+        }
+        for (int i = 0; i < N; i++) free(v[i]);
+    }
+    enum { M = 40000 };
+    static void *s[M];
+    for (int i = 0; i < M; i++) {
+        s[i] = malloc(ht_hide(200 + (size_t)(i % 5) * 1000));
+        CHECK(s[i] != NULL, "malloc (small) failed");
+        memset(s[i], 2, malloc_usable_size(s[i]));
+    }
+    for (int i = 0; i < M; i++) free(s[i]);
+}
+
+static void case_guard_again(void)
+{
+    for (int i = 0; i < 3; i++) free(malloc(ht_hide(100000)));
+    char *p = malloc(ht_hide(100000));
+    CHECK(p != NULL, "malloc(100000) failed");
+    overflow_linearly(p);
+}
+
 static void case_stamp_copy(void)
 {
     uintptr_t *p1 = malloc(ht_hide(64)), *p2 = malloc(ht_hide(64));
@@ -137,6 +174,8 @@ static const hcase_t cases[] = {
     {"guard-huge", case_guard_huge, SIGSEGV, NULL},
     {"guard-large", case_guard_large, SIGSEGV, NULL},
     {"guard-meta", case_guard_meta, SIGSEGV, NULL},
+    {"guard-reuse", case_guard_reuse, 0, NULL},
+    {"guard-again", case_guard_again, SIGSEGV, NULL},
     {"stamp-copy", case_stamp_copy, 0, NULL},
     {"heap-large", case_heap_large, 0, NULL},
 };

@@ -113,19 +113,24 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
  * that neighbours in allocation order are not neighbours in memory (an
  * overflow cannot count on what follows a block). A carve of k blocks takes
  * at least CARVE_POOL (extra ones, while the page has them, when k is
- * smaller), shuffles them all and puts the extra ones on the page's free
+ * smaller; fewer in classes above 256 B), shuffles them all and puts the extra ones on the page's free
  * list (empty whenever the page is carved), so even a refill of one block
  * has a choice. One pass: each new block's tail is marked free (canary.h)
  * and the block goes to a uniformly random place among those before it
  * (Fisher-Yates inside out), two 32-bit draws per number of a generator
  * seeded from the thread's (os/random.h). */
 #define CARVE_POOL 16
+#define CARVE_POOL_BYTES 4096 /* ... or fewer, down to 2, for classes above 256 B */
 
 static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   void *pool[CARVE_POOL];
-  unsigned e = k >= CARVE_POOL ? 0 : (left - k < CARVE_POOL - k ? (unsigned)(left - k) : CARVE_POOL - k), w = k + e;
-  void **a = e ? pool : out; /* w <= CARVE_POOL when there are extra ones */
   size_t bsize = p->bsize;
+  /* Each extra block is written (its tail, its link): bigger classes take
+   * fewer, or a thread's first block of each class would make a dozen OS
+   * pages resident. */
+  unsigned want = bsize * CARVE_POOL <= CARVE_POOL_BYTES ? CARVE_POOL : bsize * 2 >= CARVE_POOL_BYTES ? 2 : (unsigned)(CARVE_POOL_BYTES / bsize);
+  unsigned e = k >= want ? 0 : (left - k < want - k ? (unsigned)(left - k) : want - k), w = k + e;
+  void **a = e ? pool : out; /* w <= CARVE_POOL when there are extra ones */
   uint8_t *blk = p->bump;
   if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(blk, 0, (size_t)w * bsize);
   canary_key_ensure();

@@ -297,8 +297,34 @@ static void purge_policy(seg_shard_t *held) {
   atomic_store_explicit(&last_sweep_bytes, before > after ? before - after : 0, memory_order_relaxed);
 }
 
+#if HAK_SECURE
+/* Large-block guards (segment_large_guard) outlive their pages: a freed
+ * large page leaves its guard on the last OS page of its last slice (bit
+ * of that slice in guard_mask), so a large page cut again with the same
+ * end (the common case: a program that allocates and frees one size over
+ * and over) finds it there, and costs no system call. A page cut over a
+ * slice with a guard inside its run opens it first; a large page keeps
+ * the one at its own end. Only the page's owner changes the bits of its
+ * slices (under the shard lock, or holding the page), so the atomic AND is
+ * enough. */
+static uint8_t *slice_end_guard(hak_segment_t *s, unsigned slice) {
+  return (uint8_t *)s + ((size_t)(slice + 1) << HAK_SLICE_SHIFT) - os_page_size();
+}
+
+static void guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
+  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  if (cls == HAK_CLASS_NONE) run &= ~(1u << (first + n - 1));
+  if (!(atomic_load_explicit(&s->guard_mask, memory_order_relaxed) & run)) return;
+  uint32_t stale = atomic_fetch_and_explicit(&s->guard_mask, ~run, memory_order_relaxed) & run;
+  for (; stale; stale &= stale - 1) os_guard(slice_end_guard(s, (unsigned)__builtin_ctz(stale)), os_page_size(), false);
+}
+#endif
+
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
+#if HAK_SECURE
+  guards_open(s, first, n, cls);
+#endif
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   uint8_t *start = first == 0 ? (uint8_t *)s + SLICE0_START : base;
   uint8_t *end = base + (size_t)n * HAK_SLICE_SIZE;
@@ -590,15 +616,12 @@ void segment_pages_free_purged(hak_page_t *list) {
 }
 
 #if HAK_SECURE
-static uint8_t *large_guard_at(hak_segment_t *s, unsigned first, unsigned n) {
-  return (uint8_t *)s + ((size_t)(first + n) << HAK_SLICE_SHIFT) - os_page_size();
-}
-
 void segment_large_guard(hak_page_t *pg) {
   hak_segment_t *s = segment_of(pg);
-  uint32_t bit = 1u << pg->first_slice;
+  unsigned last = pg->first_slice + pg->slice_count - 1;
+  uint32_t bit = 1u << last;
   if (atomic_load_explicit(&s->guard_mask, memory_order_relaxed) & bit) return;
-  if (os_guard(large_guard_at(s, pg->first_slice, pg->slice_count), os_page_size(), true))
+  if (os_guard(slice_end_guard(s, last), os_page_size(), true))
     atomic_fetch_or_explicit(&s->guard_mask, bit, memory_order_relaxed);
 }
 #endif
@@ -606,10 +629,6 @@ void segment_large_guard(hak_page_t *pg) {
 static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) {
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
-#if HAK_SECURE
-  if (atomic_fetch_and_explicit(&s->guard_mask, ~(1u << first), memory_order_relaxed) & (1u << first))
-    os_guard(large_guard_at(s, first, n), os_page_size(), false);
-#endif
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   if (s->free_mask == 0) list_push(sh, s);
   s->free_mask |= run;

@@ -53,9 +53,10 @@ size_t segment_dirty_bytes(void) HAK_HIDDEN;
 
 #if HAK_SECURE
 /* Secure build: the last OS page of a large page's run of slices becomes a
- * guard (no access), unless it is one already. It stays while the page waits
- * in a page cache for another large block of its size, and goes when the
- * slices return to their segment. */
+ * guard (no access), unless it is one already. It stays after the page is
+ * freed (in a page cache, or its slices back in their segment), for the
+ * next large page that ends there, and goes when a page is cut over it
+ * (segment.c, guards_open). */
 void segment_large_guard(hak_page_t *page) HAK_HIDDEN;
 #endif
 
