@@ -86,6 +86,9 @@ static _Atomic(uint32_t) last_sweep_ms;
  * that sweep purged, and the budget's doubling count. */
 static _Atomic(size_t) refault_bytes, last_sweep_bytes;
 static _Atomic(unsigned) budget_shift;
+/* Bytes of pages cut from segments since the purge deadline's last look:
+ * whether the program is still cutting pages (segment_purge_aged). */
+static _Atomic(size_t) cut_bytes;
 #define BUDGET_SHIFT_MAX 3
 
 #define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
@@ -273,7 +276,8 @@ static void purge_policy(seg_shard_t *held) {
    * than half of it, within a delay) pays a madvise and then page faults for
    * nothing: the budget doubles, up to 8x in the speed profile. One that
    * does not halves it again. Memory idle for a whole delay still goes back
-   * by the deadline (segment_purge_aged), whatever the budget. */
+   * by the deadline (segment_purge_aged), beyond the budget while the program
+   * keeps cutting pages and all of it once it stops. */
   size_t refault = atomic_exchange_explicit(&refault_bytes, 0, memory_order_relaxed);
   unsigned shift = LOAD(budget_shift), cap = hak_config.profile == HAK_PROFILE_SPEED ? BUDGET_SHIFT_MAX : 1;
   if (refault > LOAD(last_sweep_bytes) / 2 && refault && shift < cap) shift++;
@@ -474,6 +478,7 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
     if (now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
   }
   if (back) ADD(refault_bytes, back);
+  ADD(cut_bytes, (size_t)n << HAK_SLICE_SHIFT);
   if (s->free_mask == ALL_FREE) SUB(seg_empty, 1);
   s->free_mask &= ~run;
   os_segment_in_use(s, HAK_SLICES - (unsigned)__builtin_popcount(s->free_mask)); /* HAKMEM_THP=auto */
@@ -647,21 +652,32 @@ static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint
 }
 
 /* The purge deadline's work for segments: every free slice idle for min_age
- * ms (the purge delay) goes back, whatever the dirty budget (memory nobody
- * took in a whole delay is not churn). Returns when the next remaining dirty
+ * ms (the purge delay) goes back, except, while the program keeps cutting
+ * pages, up to the dirty budget of it (see below). Returns when the next remaining dirty
  * slice will be due, 0 if none is left; *any is set if something was purged. */
 uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
   uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
+  /* A program that cut pages worth an eighth of the dirty budget since the
+   * last look is not idle: its free slices only looked idle (on a loaded
+   * machine a thread may wait a whole delay for a CPU; sizemix purged and
+   * re-faulted 130-250 MB in 2.4M operations), and purging them traded a
+   * madvise for page faults. Such a program keeps up to the (adapted) budget
+   * of aged memory, looked at again in half a delay; the rest, and all of
+   * it once the program stops cutting pages, goes back. */
+  size_t keep = 0, cut = atomic_exchange_explicit(&cut_bytes, 0, memory_order_relaxed);
+  size_t budget = hak_config.dirty_max << LOAD(budget_shift);
+  if (min_age && cut >= budget / 8) keep = budget;
   for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
     seg_shard_t *sh = &shards[i];
     if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
     shard_lock(sh);
     drain_returned(sh);
-    if (purge_sweep(sh, now, min_age)) *any = true;
+    if (LOAD(dirty_bytes) > keep && purge_sweep(sh, now, min_age)) *any = true;
     for (hak_segment_t *s = sh->head; s; s = s->next)
       for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
         uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
-        uint32_t left = age < delay ? delay - age : 1;
+        /* kept aged memory is looked at again in half a delay */
+        uint32_t left = age < delay ? delay - age : keep ? delay / 2 + 1 : 1;
         if (left < youngest_left) youngest_left = left;
       }
     hak_unlock(&sh->lock);
