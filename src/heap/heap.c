@@ -289,13 +289,14 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) {
   return n;
 }
 
-void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
+/* Returns how many of the blocks were other heaps'. */
+unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   /* Callers pass the blocks of one class (one cache, or one block). */
   if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
   heap_lock(h);
   busy_begin(h);
   h->activity++;
-  unsigned i = 0;
+  unsigned i = 0, remote = 0;
   while (i < n) {
     void *b = blocks[i];
     hak_page_t *p = page_of(b);
@@ -323,10 +324,12 @@ void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       last = blocks[i];
     }
     remote_push(p, first, last, k);
+    remote += k;
   }
   busy_end(h);
   heap_unlock(h);
   HAK_STAT_INC(HAK_EV_FLUSH);
+  return remote;
 }
 
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {

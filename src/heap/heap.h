@@ -55,6 +55,8 @@ struct hak_heap {
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
+  uint8_t     drain[HAK_NCLASSES];      /* bit 0: refilled since the last flush; bit 1: that flush
+                                           sent only other threads' blocks (thread.c, "Drain") */
   void      **slot_store;               /* backing store of the bins' slots */
   hak_page_cache_t pcache;              /* empty pages (and freed large blocks) for reuse */
   /* Cache sizing (heap/tcache.c), all owner-only and on the cold side. */
@@ -112,7 +114,7 @@ HAK_INLINE void heap_unlock(hak_heap_t *h) { atomic_store_explicit(&h->lock, 0, 
  * (0 only when the OS refuses memory). */
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) HAK_HIDDEN;
 /* Give blocks back to their pages: local pages directly, others remotely. */
-void heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
+unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
 /* p sits on the local free list of its page, and h owns that page (a block
  * freed before: the double-free check of builds with checks). */
 bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
@@ -149,6 +151,7 @@ void heap_repair_after_fork(hak_heap_t *h) HAK_HIDDEN;
 void tcache_init(hak_tls_t *t, hak_heap_t *h) HAK_HIDDEN;
 /* A refill (count was 0) or flush (count was cap) of the class: may change caps. */
 void tcache_cold_event(hak_tls_t *t, unsigned cls, bool refill) HAK_HIDDEN;
+void tcache_drain_event(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
 /* Remember the cache as it is now (after a refill or flush), to tell later
  * whether the fast paths have touched it since. */
 HAK_INLINE void tcache_seen(hak_tls_t *t, unsigned c) {

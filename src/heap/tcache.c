@@ -29,6 +29,10 @@
  *   (down to their starting size), giving their room back to the budget. The
  *   caps it leaves are the thread's snapshot; HAKMEM_STATS=1 reports them.
  *
+ * - Drain (thread.c): a class the thread only frees others' blocks of
+ *   heads for HAK_DRAIN_BYTES' worth (tcache_drain_event) and is flushed
+ *   whole: its blocks are of no use here and their owner needs them.
+ *
  * Since cached bytes <= sum of cap * size <= budget at every moment, the
  * budget bounds what a thread holds, idle or not. */
 #include "heap/heap.h"
@@ -42,6 +46,9 @@
 #define HAK_STEAL_AGE    64    /* a class idle this many cold events may be shrunk */
 #define HAK_LEARN_PERIOD 256   /* cold events between learner steps */
 #define HAK_LEARN_HOT    16    /* events in one period that make a class hot */
+#ifndef HAK_DRAIN_BYTES
+#define HAK_DRAIN_BYTES  4096  /* cap, in bytes, of a class the thread only frees others' blocks of */
+#endif
 
 void tcache_init(hak_tls_t *t, hak_heap_t *h) {
   h->cap_bytes = 0;
@@ -152,6 +159,25 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   if (__atomic_load_n(&hak_config.tcache_learn, __ATOMIC_RELAXED) && h->tick >= h->next_step) {
     h->next_step = h->tick + HAK_LEARN_PERIOD;
     learner_step(t);
+  }
+}
+
+/* A flush of a class the thread only frees others' blocks of (thread.c,
+ * "Drain"): its cap heads for HAK_DRAIN_BYTES' worth of blocks, whatever it
+ * had grown to while the thread still allocated the class. */
+void tcache_drain_event(hak_tls_t *t, unsigned c) {
+  hak_heap_t *h = t->heap;
+  h->tick++;
+  h->last_use[c] = h->tick;
+  if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
+  hak_bin_t *b = bin_of(t, c);
+  uint32_t want = HAK_DRAIN_BYTES / hak_class_size[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
+  if (want > max) want = max;
+  if (b->cap > want) {
+    class_shrink(t, c, want);
+  } else if (b->cap < want && ++h->heat[c] >= HAK_GROW_EVENTS) {
+    class_grow(t, c);
+    if (b->cap > want) class_shrink(t, c, want);
   }
 }
 

@@ -121,6 +121,13 @@ hak_page_t *page_cache_alloc_in(hak_page_cache_t *c, unsigned shard, unsigned n,
      * thread that takes much more than others free (a producer) pays one
      * acquisition of its shard lock per batch. */
     unsigned room = local_max() > c->slices ? (local_max() - c->slices) / n : 0;
+    /* Slow start: the first miss of a size cuts one page, later ones in a
+     * row 2, 4, ... (a thread that allocates one large block, like a
+     * program's start-up buffer, keeps no spare ones). */
+    if (c->miss_n != n) c->miss_n = (uint16_t)n, c->misses = 0;
+    if (c->misses < 4) c->misses++;
+    unsigned ramp = (1u << (c->misses - 1)) - 1;
+    if (room > ramp) room = ramp;
     hak_page_t *batch[8];
     unsigned k = segment_pages_alloc(shard, n, cls, batch, 1 + (room < 7 ? room : 7));
     for (unsigned i = 1; i < k; i++) cache_put(c, batch[i]); /* unused: known_zero still holds */

@@ -22,6 +22,8 @@ typedef struct hak_page_cache {
   uint32_t    n;
   uint32_t    slices;
   uint32_t    shard;    /* its heap's segment shard, 0 until drawn (segment.h) */
+  uint16_t    miss_n;   /* slices of the last large miss, and how many misses */
+  uint16_t    misses;   /*   of that size in a row (the batch's slow start) */
 } hak_page_cache_t;
 
 /* A page of n slices for class cls (HAK_CLASS_NONE: a large block), from c

@@ -172,7 +172,7 @@ static hak_segment_t *segment_map(seg_shard_t *sh) {
   os_guard((uint8_t *)s + guard_from, os_page_size(), true);
 #endif
   s->free_mask = ALL_FREE;
-  s->dirty_mask = 0;
+  s->dirty_mask = s->whole_mask = 0;
   s->shard = (uint8_t)(sh - shards);
   slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
@@ -244,6 +244,7 @@ static size_t purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
   }
   SUB(dirty_bytes, mask_bytes(todo));
   s->dirty_mask &= ~todo;
+  s->whole_mask &= ~todo;
   /* A clean free slice's stamp is when it was purged (0: never touched). */
   for (uint32_t m = todo; m; m &= m - 1) s->freed_ms[__builtin_ctz(m)] = now | 1;
   return mask_bytes(todo);
@@ -444,6 +445,12 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
       }
       if (first >= 0) break;
     }
+    /* Then a warm slice of another class that is resident whole (its page
+     * was carved to the end): new block boundaries touch nothing new, and
+     * an untouched slice would only add to the resident total. */
+    if (!s)
+      for (s = sh->head; s; s = s->next)
+        if ((s->whole_mask & s->free_mask) && (first = find_run(s->free_mask & s->whole_mask, 0, n, slice0_ok)) >= 0) break;
     if (!s)
       for (s = sh->head; s; s = s->next)
         if ((first = find_run(s->free_mask & ~s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
@@ -486,6 +493,7 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
   SUB(sh->free_slices, n);
   SUB(dirty_bytes, mask_bytes(s->dirty_mask & run));
   s->dirty_mask &= ~run;
+  s->whole_mask &= ~run;
   if (s->free_mask == 0) list_remove(sh, s);
   page_init(s, (unsigned)first, n, cls);
   s->pages[first].known_zero = zero;
@@ -644,6 +652,8 @@ static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint
     s->last_cls[i] = (uint8_t)pg->cls;
   }
   s->dirty_mask |= run & ~clean;
+  if (pg->cls != HAK_CLASS_NONE && pg->bump == pg->end) s->whole_mask |= run & ~clean;
+  else s->whole_mask &= ~run;
   ADD(dirty_bytes, mask_bytes(run & ~clean));
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
   if (s->free_mask == ALL_FREE) {
