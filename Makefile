@@ -1,8 +1,10 @@
 # Thin driver over CMake. `make test` builds the released (standard) library
-# and runs every test; `make bench` builds the fast variant and compares it
-# with the allocators installed here. Pass runner flags with ARGS="--full".
+# and runs every test; `make bench` builds the fast variant (and the standard
+# library beside it) and compares them with the allocators installed here.
+# Pass runner flags with ARGS="--full".
 BUILD_DIR ?= build
 BENCH_DIR ?= build-fast
+BENCH_STD_DIR ?= build-bench-std
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS ?=
 
@@ -20,7 +22,9 @@ test: build
 bench:
 	cmake -S . -B $(BENCH_DIR) -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=fast -DHAKMEM_BUILD_TESTS=OFF
 	cmake --build $(BENCH_DIR) -j $(JOBS)
-	python3 scripts/bench.py --build-dir $(BENCH_DIR) $(ARGS)
+	cmake -S . -B $(BENCH_STD_DIR) -DCMAKE_BUILD_TYPE=Release -DHAKMEM_BUILD=standard -DHAKMEM_BUILD_TESTS=OFF -DHAKMEM_BUILD_BENCH=OFF -DHAKMEM_SECURE_LIB=OFF
+	cmake --build $(BENCH_STD_DIR) -j $(JOBS) --target hakmem
+	python3 scripts/bench.py --build-dir $(BENCH_DIR) --std-build-dir $(BENCH_STD_DIR) $(ARGS)
 
 # The secure variant (-DHAKMEM_BUILD=secure: libhakmem.so is the secure
 # library) and the whole suite on it, in its own directory.

@@ -465,6 +465,34 @@ class ReportTest(unittest.TestCase):
         self.assertIn("1.10 (tcmalloc)", main)
         self.assertIn("0.55 (snmalloc)", main)
 
+    def test_standard_build_columns_and_targets(self):
+        # The standard build gets its own best-of-Debian ratio; the targets
+        # table judges both builds (ratio and, where asked, RSS vs mimalloc).
+        w = workloads.WORKLOAD_BY_NAME["stress"]
+        names = ("hakmem", "hakmem-std", "glibc", "mimalloc", "jemalloc", "tcmalloc",
+                 "snmalloc")
+        allocs = [allocators.Allocator(n, None if n == "glibc" else "/%s.so" % n,
+                                       extra=(n == "hakmem-std")) for n in names]
+        meds = (120.0, 105.0, 50.0, 100.0, 90.0, 80.0, 200.0)
+        rss = (10.0, 12.0, 5.0, 11.0, 9.0, 9.0, 9.0)
+        summary = {(w.name, n): {"n": 3, "failed": 0, "median": m, "cv": 0.0,
+                                 "rss_kb": r * 1024, "syscalls": None}
+                   for n, m, r in zip(names, meds, rss)}
+        main, _ = report.build_tables([w], allocs, summary)
+        self.assertIn("hakmem-std/best of mimalloc, jemalloc, tcmalloc", main)
+        first = main.splitlines()[2]
+        self.assertIn("| 1.20 (mimalloc) | 1.05 (mimalloc) | 0.60 (snmalloc) |", first)
+        self.assertIn("Median peak resident memory", main)
+        self.assertIn("| stress | 10.0 | 12.0 | 5.0 | 11.0 |", main)
+        # fast: 1.20 and 10 <= 11 MB; standard: 1.05 < 1.10 and 12 > 11 MB
+        self.assertIn("| 1.20 (mimalloc), RSS 10.0/11.0 MB | 1.05 (mimalloc), RSS 12.0/11.0 MB"
+                      " | no |", main)
+        from hakbench import targets
+        self.assertEqual(targets.check(summary, "stress", "hakmem", "debian", 1.10, True,
+                                       names)[1], True)
+        self.assertEqual(targets.check(summary, "stress", "hakmem-std", "debian", 1.10, True,
+                                       names)[1], False)
+
     def test_cachegrind_summary(self):
         text = ("desc: I1 cache: 32768 B, 64 B, 8-way associative\ncmd: ./x 1\n"
                 "events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw \nfl=a.c\n"

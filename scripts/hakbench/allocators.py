@@ -32,7 +32,7 @@ OPTIONAL_PEERS = (
     ("rpmalloc", "librpmalloc.so", "rpmalloc, built from source"),
 )
 PEERS_DIR_ENV = "HAKMEM_PEERS_DIR"
-ALL_ALLOCATORS = ("hakmem", "glibc", "mimalloc", "jemalloc", "tcmalloc") \
+ALL_ALLOCATORS = ("hakmem", "hakmem-std", "glibc", "mimalloc", "jemalloc", "tcmalloc") \
     + tuple(p[0] for p in OPTIONAL_PEERS)
 DEBIAN_PEERS = tuple(p[0] for p in PEERS)
 
@@ -131,13 +131,23 @@ def glibc_version():
         return None
 
 
-def discover_allocators(build_dir, wanted, log):
-    """Allocators present on this machine, in ALL_ALLOCATORS order."""
+def discover_allocators(build_dir, wanted, log, std_build_dir=None):
+    """Allocators present on this machine, in ALL_ALLOCATORS order.
+    hakmem-std is the standard build's library (std_build_dir, which make
+    bench builds beside the fast one): the issues' targets hold for both."""
     found = []
     for name in ALL_ALLOCATORS:
         if wanted and name not in wanted:
             continue
-        if name == "hakmem":
+        if name == "hakmem-std":
+            if std_build_dir:
+                lib = os.path.join(std_build_dir, "libhakmem.so")
+                if os.path.exists(lib):
+                    found.append(Allocator("hakmem-std", os.path.abspath(lib),
+                                           note="standard build", extra=True))
+                else:
+                    log("hakmem-std: %s not found (make bench builds it)" % lib)
+        elif name == "hakmem":
             lib = os.path.join(build_dir, "libhakmem.so")
             if os.path.exists(lib):
                 found.append(Allocator("hakmem", os.path.abspath(lib)))

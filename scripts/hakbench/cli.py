@@ -53,6 +53,9 @@ def main(argv=None):
                    help="put the latest table between the bench markers in README.md "
                         "(alone: from the newest bench/results/<date>.md)")
     p.add_argument("--readme", help=argparse.SUPPRESS)
+    p.add_argument("--std-build-dir", metavar="DIR",
+                   help="also measure the standard build's DIR/libhakmem.so as hakmem-std "
+                        "(make bench builds it in build-bench-std)")
     p.add_argument("--full", action="store_true", help="more iterations and more runs")
     p.add_argument("--runs", type=int, help="runs per allocator (default 7, --full 11, --ab 10)")
     p.add_argument("--workloads", help="comma-separated workloads (see --list)")

@@ -67,7 +67,9 @@ def do_compare(args):
     build_dir = args.build_dir
     secure = getattr(args, "secure", False)
     wanted = set(args.allocators.split(",")) if args.allocators else ({"hakmem"} if secure else None)
-    allocators = discover_allocators(build_dir, wanted, log) + extra_allocators(args.lib)
+    allocators = (discover_allocators(build_dir, wanted, log,
+                                      None if secure else getattr(args, "std_build_dir", None))
+                  + extra_allocators(args.lib))
     if secure:
         allocators.append(secure_allocator(build_dir))
         args.no_syscalls = True
@@ -214,27 +216,31 @@ def secure_allocator(build_dir):
 def reproduce_command(args):
     if args.reproduce:
         return args.reproduce
-    parts = ["python3", "scripts/bench.py", "--build-dir", os.path.relpath(
-        os.path.abspath(args.build_dir), ROOT)]
+    build = os.path.relpath(os.path.abspath(args.build_dir), ROOT)
+    std = getattr(args, "std_build_dir", None)
+    std = os.path.relpath(os.path.abspath(std), ROOT) if std else None
+    rest = []
     if args.full:
-        parts.append("--full")
+        rest.append("--full")
     if args.runs:
-        parts += ["--runs", str(args.runs)]
+        rest += ["--runs", str(args.runs)]
     if args.workloads:
-        parts += ["--workloads", args.workloads]
+        rest += ["--workloads", args.workloads]
     if args.allocators:
-        parts += ["--allocators", args.allocators]
+        rest += ["--allocators", args.allocators]
     if getattr(args, "with_locks", False):
-        parts.append("--with-locks")
+        rest.append("--with-locks")
     if getattr(args, "secure", False):
-        parts.append("--secure")
+        rest.append("--secure")
     for spec in getattr(args, "lib", None) or ():
-        parts += ["--lib", spec]
-    cmd = " ".join(parts)
-    if parts[3] == "build-fast" and len(parts) == 4:
-        return "make bench   # = %s" % cmd
-    if parts[3] == "build-fast" and parts[4:] == ["--full"]:
-        return 'make bench ARGS="--full"'
-    if parts[3] == "build-fast" and parts[4:] == ["--secure"]:
-        return "make bench ARGS=--secure"
-    return cmd
+        rest += ["--lib", spec]
+    # make bench = scripts/bench.py --build-dir build-fast --std-build-dir build-bench-std ARGS
+    if build == "build-fast" and std in (None, "build-bench-std"):
+        if not rest:
+            return "make bench"
+        return 'make bench ARGS="%s"' % " ".join(rest) if len(rest) > 1 else \
+            "make bench ARGS=%s" % rest[0]
+    parts = ["python3", "scripts/bench.py", "--build-dir", build]
+    if std:
+        parts += ["--std-build-dir", std]
+    return " ".join(parts + rest)

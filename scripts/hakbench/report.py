@@ -11,6 +11,7 @@ from .common import (
 from .parse import ParseError
 from .runner import git_revision
 from .stats import ratio
+from .targets import targets_table
 
 
 def fmt_num(v, digits=3):
@@ -112,9 +113,15 @@ def best_peer(summary, workload, peers):
     return max(ok)[1] if ok else None
 
 
+HAKMEM_BUILDS = ("hakmem", "hakmem-std")
+
+
 def build_tables(workloads, allocators, summary):
+    """The throughput table (with HAKMEM's ratios), the peak-RSS table, the
+    workloads' own figures and the targets; and the syscall table."""
     names = [a.name for a in allocators]
     has_hak = "hakmem" in names
+    haks = [n for n in HAKMEM_BUILDS if n in names]
     header = ["workload"] + ["%s Mops/s (CV)" % n for n in names]
     peers = [a.name for a in allocators if a.name not in ("hakmem", "glibc") and not a.extra]
     # The issue targets are stated against the allocators users run today
@@ -122,16 +129,16 @@ def build_tables(workloads, allocators, summary):
     # own when the optional peers make "best peer" a different question.
     debian = [n for n in ("mimalloc", "jemalloc", "tcmalloc") if n in peers]
     with_debian = len(debian) > 1 and len(peers) > len(debian)
-    if has_hak:
-        for ref in ("mimalloc", "glibc"):
-            if ref in names:
-                header.append("hakmem/%s" % ref)
-        if with_debian:
-            header.append("hakmem/best of %s" % ", ".join(debian))
-        if len(peers) > 1:
-            header.append("hakmem/best peer")
-    header += ["RSS MB %s" % n for n in names]
-    rows = []
+    refs = [r for r in ("mimalloc", "glibc") if r in names] if has_hak else []
+    # (build, peer group) of each best-peer column
+    best_cols = []
+    if with_debian:
+        best_cols += [(h, debian, "%s/best of %s" % (h, ", ".join(debian))) for h in haks]
+    if len(peers) > 1:
+        best_cols += [(h, peers, "%s/best peer" % h)
+                      for h in (haks if not with_debian else haks[:1])]
+    header += ["hakmem/%s" % r for r in refs] + [c[2] for c in best_cols]
+    rows, rss_rows = [], []
     for w in workloads:
         row = [w.name]
         for n in names:
@@ -140,25 +147,22 @@ def build_tables(workloads, allocators, summary):
                 row.append("FAIL" if s["failed"] else "-")
             else:
                 row.append("%s (%s)" % (fmt_mops(s["median"]), fmt_pct(s["cv"])))
-        if has_hak and not w.compared:
-            row += ["n/a"] * (len([r for r in ("mimalloc", "glibc") if r in names])
-                              + with_debian + (len(peers) > 1))
-        elif has_hak:
-            for ref in ("mimalloc", "glibc"):
-                if ref in names:
-                    row.append(fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],
-                                               summary[(w.name, ref)]["median"])))
-            groups = ([debian] if with_debian else []) + ([peers] if len(peers) > 1 else [])
-            for group in groups:
+        if not w.compared:
+            row += ["n/a"] * (len(refs) + len(best_cols))
+        else:
+            for ref in refs:
+                row.append(fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],
+                                           summary[(w.name, ref)]["median"])))
+            for h, group, _ in best_cols:
                 best = best_peer(summary, w.name, group)
-                row.append("%s (%s)" % (fmt_ratio(ratio(summary[(w.name, "hakmem")]["median"],
+                row.append("%s (%s)" % (fmt_ratio(ratio(summary[(w.name, h)]["median"],
                                                         summary[(w.name, best)]["median"])),
                                         best) if best else "-")
-        for n in names:
-            row.append(fmt_mb(summary[(w.name, n)]["rss_kb"]))
         rows.append(row)
+        rss_rows.append([w.name] + [fmt_mb(summary[(w.name, n)]["rss_kb"]) for n in names])
     main = markdown_table(header, rows)
-
+    main += ("\n\nMedian peak resident memory of the process, MB:\n\n"
+             + markdown_table(["workload"] + names, rss_rows))
     sys_rows = []
     for w in workloads:
         row = [w.name]
@@ -182,6 +186,10 @@ def build_tables(workloads, allocators, summary):
         main += ("\n\nFigures of their own (median of the runs; memory per thread: RSS "
                  "while idle minus RSS before the threads, over the thread count):\n\n"
                  + markdown_table(["workload: figure"] + names, fig_rows))
+    targets = targets_table(workloads, names, summary, markdown_table)
+    if targets:
+        main += ("\n\nThe issues' targets, judged on this run's medians (ratio to the fastest "
+                 "of the named peers, which is in brackets):\n\n" + targets)
     if sys_table and any(c.endswith("*") for r in sys_rows for c in r):
         sys_table += ("\n\n\\* the shorter run made more calls than the longer one (bursty, "
                       "scheduling-dependent): average over the whole longer run instead")
@@ -214,10 +222,11 @@ def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel,
                                    ", source %s" % machine["rev"] if machine.get("rev") else ""),
         "",
         "Median throughput in million operations per second (one operation = one",
-        "malloc, free or realloc) with the coefficient of variation over the runs,",
-        "HAKMEM's throughput ratio to mimalloc, to glibc, to the fastest of Debian's",
-        "mimalloc, jemalloc and tcmalloc (the issues' targets) and to the fastest peer",
-        "on that workload (named), and median peak resident memory of the process.",
+        "malloc, free or realloc) with the coefficient of variation over the runs;",
+        "`hakmem` is the fast build, `hakmem-std` the standard one (what `make",
+        "install` installs). Ratios: HAKMEM's throughput to mimalloc's, to glibc's,",
+        "to the fastest of Debian's mimalloc, jemalloc and tcmalloc (the issues'",
+        "targets) and to the fastest peer on that workload (named).",
         "",
         main_table,
     ]
