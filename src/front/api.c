@@ -4,6 +4,7 @@
  * glibc 2.36, including its errno values. */
 #include "front/front.h"
 #include "guard/guard.h"
+#include "guard/zero_size.h"
 #include "large/large.h"
 #include "os/os.h"
 #include "heap/collect.h"
@@ -33,6 +34,9 @@ static void *fail_enomem(void) {
 HAK_INLINE void *calloc_core(size_t count, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail_enomem();
+#if HAK_SECURE
+  if (HAK_UNLIKELY(total == 0)) return zero_size_block();
+#endif
   if (HAK_LIKELY(total <= HAK_MID_MAX - HAK_TAIL)) {
     void *p = alloc_class_n(size_class_of(total + HAK_TAIL), total);
     if (HAK_LIKELY(p != NULL)) memset(p, 0, total);
@@ -103,6 +107,12 @@ HAK_INLINE size_t usable_size_core(void *p) {
   if (registry_has(p)) return usable_ours(p);
   size_t u;
   if (overaligned_owns(p, &u)) return u;
+#if HAK_SECURE
+  if (zero_size_owns(p)) {
+    zero_size_check("malloc_usable_size", p);
+    return 0;
+  }
+#endif
   return foreign_usable_size(p);
 }
 
@@ -174,15 +184,20 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
       }
     } else if (!heap_huge_owner(p) && large_resize_inplace(p, need)) { /* a heap's block moves */
 #if HAK_SECURE
-      canary_seal(p, large_usable(p), n);
+      canary_seal_large(p, large_usable(p), n);
 #endif
       return p;
     } else if ((q = large_realloc_move(p, need)) != NULL) {
 #if HAK_SECURE
-      canary_seal(q, large_usable(q), n);
+      canary_seal_large(q, large_usable(q), n);
 #endif
       return q;
     }
+#if HAK_SECURE
+  } else if (zero_size_owns(p)) {
+    zero_size_check("realloc", p);
+    old = 0; /* a new block; free_moved gives the slot back */
+#endif
   } else if (!overaligned_owns(p, &old)) {
     return foreign_realloc(p, n);
   }
@@ -283,5 +298,8 @@ HAK_EXPORT int hak_trim(void) { return malloc_trim(0); }
 
 HAK_EXPORT int hak_owns(const void *p) {
   if (!p) return 0;
+#if HAK_SECURE
+  if (zero_size_owns(p)) return 1;
+#endif
   return registry_has(p) || overaligned_owns(p, NULL);
 }

@@ -170,9 +170,11 @@ HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
 }
 /* A block of class cls (at least n + HAK_TAIL bytes) for n bytes. */
 HAK_INLINE void *alloc_class_n(unsigned cls, size_t n) { return alloc_bin_n(bin_off_of_class(cls), n); }
+/* n - 1: a request for 0 bytes wraps around and takes the slow side, where
+ * it gets a block of no access (guard/zero_size.c). */
 HAK_INLINE void *alloc_small_or_large(size_t n) {
-  if (HAK_LIKELY(n <= HAK_SMALL_TAB_MAX - HAK_TAIL)) return alloc_bin_n(hak_small_bin_tab[(n + HAK_TAIL + 15) >> 4], n);
-  if (HAK_LIKELY(n <= HAK_MID_MAX - HAK_TAIL)) return alloc_class_n(size_class_mid(n + HAK_TAIL), n);
+  if (HAK_LIKELY(n - 1 < HAK_SMALL_TAB_MAX - HAK_TAIL)) return alloc_bin_n(hak_small_bin_tab[(n + HAK_TAIL + 15) >> 4], n);
+  if (HAK_LIKELY(n - 1 < HAK_MID_MAX - HAK_TAIL)) return alloc_class_n(size_class_mid(n + HAK_TAIL), n);
   return alloc_large_slow(n);
 }
 #else
@@ -182,6 +184,12 @@ HAK_INLINE void *alloc_small_or_large(size_t n) {
   if (HAK_LIKELY(n <= HAK_MID_MAX)) return alloc_class(size_class_mid(n));
   return alloc_large_slow(n);
 }
+#endif
+#if HAK_SECURE
+/* malloc(0) in the secure build (guard/zero_size.c), and the check that p,
+ * in a zero-size region, is a live block of it (else one line and abort). */
+void *zero_size_block(void) HAK_HIDDEN;
+void zero_size_check(const char *fn, const void *p) HAK_HIDDEN;
 #endif
 /* A large or huge block for n bytes (secure build: sealed), or NULL. */
 void *alloc_large_n(size_t n, size_t align, bool zero) HAK_HIDDEN;

@@ -51,7 +51,7 @@ static void *heap_large(hak_heap_t *h, size_t n, size_t align, bool zero) {
 #endif
     p = uheap_alloc_large(h, n + HAK_TAIL, align, zero);
 #if HAK_SECURE
-    if (p) canary_seal(p, large_usable(p), n);
+    if (p) canary_seal_large(p, large_usable(p), n);
 #endif
   } else {
     p = heap_huge_alloc(h, n, align, zero);

@@ -5,6 +5,7 @@
 #include "front/init.h"
 #include "front/front.h"
 #include "front/heap_huge.h"
+#include "guard/fault.h"
 #include "heap/collect.h"
 #include "heap/heap.h"
 #include "heap/user_heap.h"
@@ -98,6 +99,7 @@ bool hak_init(void) {
     if (expect == me) return false;
   }
   config_load();
+  fault_handler_install(); /* secure build */
 #if HAK_CHECKS
   if (!seeded) {
     /* A raw system call: start-up can run inside a sanitizer's own start-up

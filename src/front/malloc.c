@@ -3,6 +3,7 @@
 #include "front/front.h"
 #include "guard/guard.h"
 #include "guard/unmapped.h"
+#include "guard/zero_size.h"
 #include "front/heap_huge.h"
 #include "heap/user_heap.h"
 #include "large/large.h"
@@ -104,6 +105,26 @@ HAK_NOINLINE void free_suspect(void *p) {
 }
 #endif
 
+#if HAK_SECURE
+/* malloc(0): a block of no access, or (the regions full or refused) an
+ * ordinary block for 0 bytes. */
+void *zero_size_block(void) {
+  void *p = zero_size_alloc();
+  return p ? p : alloc_class_n(size_class_of(HAK_TAIL), 0);
+}
+
+/* What a free or realloc (fn) of p does not accept: a zero-size block
+ * freed already, or a pointer into one. */
+_Noreturn static void zero_size_reject(const char *fn, const void *p, zs_state_t st) {
+  secure_reject(fn, st == ZS_FREE ? (fn[0] == 'r' ? "freed block" : "double free") : "invalid pointer", p);
+}
+
+void zero_size_check(const char *fn, const void *p) {
+  zs_state_t st = zero_size_state(p);
+  if (st != ZS_LIVE) zero_size_reject(fn, p, st);
+}
+#endif
+
 void *alloc_large_n(size_t n, size_t align, bool zero) {
 #if HAK_SECURE
   /* The tail goes at the end of the usable area, the repeat after n.
@@ -112,7 +133,7 @@ void *alloc_large_n(size_t n, size_t align, bool zero) {
   if (n > (size_t)PTRDIFF_MAX) return NULL;
   canary_key_ensure();
   void *p = large_alloc(n + HAK_TAIL, align, zero);
-  if (p) canary_seal(p, large_usable(p), n);
+  if (p) canary_seal_large(p, large_usable(p), n);
   return p;
 #else
   return large_alloc(n, align, zero);
@@ -120,6 +141,9 @@ void *alloc_large_n(size_t n, size_t align, bool zero) {
 }
 
 HAK_NOINLINE void *alloc_large_slow(size_t n) {
+#if HAK_SECURE
+  if (n == 0) return zero_size_block();
+#endif
   void *p = alloc_large_n(n, HAK_MIN_ALIGN, false);
   if (HAK_UNLIKELY(!p)) errno = ENOMEM;
   purge_tick();
@@ -144,7 +168,7 @@ HAK_NOINLINE void free_slow(void *p) {
        * else is for large_free to report. */
       size_t u = large_live_usable(p);
       if (u) {
-        if (HAK_UNLIKELY(!canary_intact(p, u))) secure_reject_large("free", p, u);
+        if (HAK_UNLIKELY(!canary_intact_large(p, u))) secure_reject_large("free", p, u);
         canary_mark_free(p, u);
       }
 #endif
@@ -191,6 +215,11 @@ HAK_NOINLINE void free_slow(void *p) {
     return;
   }
   if (!p) return;
+#if HAK_SECURE
+  zs_state_t zs = zero_size_free(p);
+  if (zs == ZS_LIVE) return;
+  if (zs != ZS_NOT_OURS) zero_size_reject("free", p, zs);
+#endif
   heap_huge_forget(p);
   if (overaligned_free(p)) return;
   /* A block of ours freed again after its memory went back to the OS:
@@ -230,6 +259,7 @@ void secure_reject_block(const char *fn, const void *p) {
 }
 
 void secure_reject_large(const char *fn, const void *p, size_t usable) {
+  if (!canary_head_intact(p)) secure_reject(fn, "heap underflow before block", p);
   secure_reject(fn, tail_gap(p, usable) == 0 ? "double free" : "heap overflow after block", p);
 }
 
@@ -243,7 +273,7 @@ static size_t secure_request(const char *fn, const void *p) {
   }
   size_t u = large_live_usable(p);
   if (!u) secure_reject(fn, "invalid pointer", p);
-  if (!canary_intact(p, u)) secure_reject_large(fn, p, u);
+  if (!canary_intact_large(p, u)) secure_reject_large(fn, p, u);
   return canary_request(p, u);
 }
 

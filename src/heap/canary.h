@@ -19,7 +19,8 @@
  *     handed out, so every block handed out has a neighbour before it
  *     (bigger classes: the first block's underflow is not seen);
  *   - large and huge blocks keep the tail at the end of their usable area
- *     and the 8 bytes after n the same way (no neighbour check).
+ *     and the 8 bytes after n the same way; they have no neighbour, so a
+ *     keyed head word right before the block stands for its tail (below).
  * The tail word is read by other threads freeing the next block: it is
  * stored whole (one aligned 8-byte store) and only ever holds a valid
  * value, gap 0 or the gap of the block's current request.
@@ -101,8 +102,39 @@ HAK_INLINE void canary_guard_page(hak_page_t *p) {
 }
 /* Sets the key once (before the first tail is written). */
 void canary_key_ensure(void) HAK_HIDDEN;
+
+/* Large and huge blocks have no neighbour whose tail an underflow would
+ * hit: they start HAK_HEAD bytes (or their alignment, if more) into their
+ * run or mapping, and the word right before the block holds a head keyed
+ * like the tail (a different mix of the block's address), checked with it. */
+#define HAK_HEAD 16u
+/* The byte right before the block (the word's top byte) is always in
+ * 0x80..0xbf: an off-by-one write of a NUL, an ASCII character or 0xff
+ * below the block always changes it (a keyed byte would miss 1 in 256). */
+HAK_INLINE uint64_t head_of(const void *b) {
+  uint64_t h = rotl64(canary_of(b), 29) ^ 0x5bd1e9955bd1e995ull;
+  return (h & ~(1ull << 62)) | (1ull << 63);
+}
+HAK_INLINE void canary_head_seal(void *b) {
+  uint64_t h = head_of(b);
+  memcpy((char *)b - 8, &h, 8);
+}
+HAK_INLINE bool canary_head_intact(const void *b) {
+  uint64_t h;
+  memcpy(&h, (const char *)b - 8, 8);
+  return h == head_of(b);
+}
+/* A large or huge block of `usable` bytes handed out for n bytes. */
+HAK_INLINE void canary_seal_large(void *b, size_t usable, size_t n) {
+  canary_head_seal(b);
+  canary_seal(b, usable, n);
+}
+HAK_INLINE bool canary_intact_large(const void *b, size_t usable) {
+  return canary_head_intact(b) && canary_intact(b, usable);
+}
 #else
 #define HAK_TAIL 0u
+#define HAK_HEAD 0u
 #endif
 
 #endif

@@ -222,13 +222,16 @@ void *uheap_alloc_large(hak_heap_t *h, size_t size, size_t align, bool zero) {
   /* Secure build: a guard page after the block, as large.c's (a cached
    * large page may come with one already). */
   size_t guard = HAK_SECURE ? os_page_size() : 0;
-  unsigned n = (unsigned)((size + (size == 0) + guard + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+  /* ... and its head before it (heap/canary.h): the block starts
+   * max(align, HAK_HEAD) into the run */
+  size_t lead = HAK_HEAD ? (align > HAK_HEAD ? align : HAK_HEAD) : 0;
+  unsigned n = (unsigned)((size + (size == 0) + guard + lead + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
   heap_lock(h);
   hak_page_t *pg = NULL;
   if (atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE) {
     pg = page_cache_alloc_in(NULL, h->pcache.shard, n, HAK_CLASS_NONE);
     if (pg) {
-      uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
+      uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start + HAK_HEAD, align);
       pg->start = b;
       pg->bsize = (uint32_t)(pg->end - guard - b);
       pg->used = 1;

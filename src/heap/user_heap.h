@@ -33,8 +33,9 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) HAK_HIDDEN;
  * alignment slack, alignment at most 64 KiB. Bigger blocks are the
  * process's (front/heap_api.c). */
 HAK_INLINE bool uheap_large_fits(size_t size, size_t align) {
-  /* the secure build's guard page after the block: room for the biggest page */
-  size_t guard = HAK_SECURE ? HAK_SLICE_SIZE : 0;
+  /* the secure build's guard page after the block (room for the biggest
+   * page) and its head before it (up to the alignment, heap/canary.h) */
+  size_t guard = HAK_SECURE ? 2 * HAK_SLICE_SIZE : 0;
   return align <= HAK_SLICE_SIZE && size + guard < (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
 }
 /* A large block with uheap_large_fits from h, aligned to align; NULL when

@@ -32,6 +32,7 @@
 #include "policy/config.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
+#include "heap/canary.h"
 #include "heap/heap.h"
 #include "heap/user_heap.h"
 #include "stats/stats.h"
@@ -49,6 +50,9 @@
 #else
 #define GUARD_BYTES ((size_t)0)
 #endif
+/* Secure build: blocks start at least HAK_HEAD bytes into their run or past
+ * the huge header, room for the keyed head word (heap/canary.h) that shows
+ * an underflow. */
 
 /* Guards only the over-aligned list (alignments of 2 MiB and more: rare). */
 static hak_lock_t overaligned_lock = HAK_LOCK_NAMED("large-overaligned");
@@ -114,7 +118,7 @@ static hak_segment_t *huge_map(size_t map) {
 }
 
 static void *huge_alloc(size_t size, size_t align, bool zero) {
-  size_t off = align > HUGE_MIN_OFFSET ? align : HUGE_MIN_OFFSET, guard = GUARD_BYTES;
+  size_t off = align_up(HUGE_MIN_OFFSET + HAK_HEAD, align), guard = GUARD_BYTES;
   size_t need = off + size + (size == 0) + guard; /* the pointer stays inside the mapping */
   if (need < size || need > (SIZE_MAX >> 1)) return NULL;
   /* Below 2 MiB, 64 KiB units (the slice map marks whole slices, so no
@@ -242,7 +246,9 @@ bool overaligned_free(void *p) {
 void *large_alloc(size_t size, size_t align, bool zero) {
   if (align < HAK_MIN_ALIGN) align = HAK_MIN_ALIGN;
   if (align >= HAK_SEG_SIZE) return overaligned_alloc(size, align, zero);
-  size_t slack = align > HAK_SLICE_SIZE ? align - HAK_SLICE_SIZE : 0;
+  /* Runs start on a slice boundary: an alignment up to a slice costs
+   * nothing (the secure build's head: the alignment, at least HAK_HEAD). */
+  size_t slack = !HAK_HEAD ? (align > HAK_SLICE_SIZE ? align - HAK_SLICE_SIZE : 0) : align > HAK_HEAD ? align : HAK_HEAD;
   size_t room = (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
   size_t guard = GUARD_BYTES;
   if (size + slack + 1 + guard > room || size > room) return huge_alloc(size, align, zero);
@@ -265,7 +271,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
     if (!pg) return NULL; /* the segments already tried os_reclaim */
   }
   bool known_zero = pg->known_zero;
-  uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start, align);
+  uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start + HAK_HEAD, align);
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - guard - b);
   pg->used = 1;

@@ -28,6 +28,7 @@ typedef struct hak_config {
   size_t   huge_cache;     /* HAKMEM_HUGE_CACHE: bytes of freed huge mappings kept for reuse */
   int      background_purge; /* HAKMEM_BACKGROUND_PURGE: a thread returns idle memory on time */
   bool     zero_on_free;   /* HAKMEM_ZERO_ON_FREE: wipe freed blocks, check them at reuse (caches off) */
+  bool     fault_handler;  /* HAKMEM_FAULT_HANDLER: secure build names faults in its guard pages */
   bool     loaded;         /* config_load has run: the fields above are the environment's */
   /* Derived: per-class cache capacity, the snapshot a thread reads at each
    * refill (hak_option_set may lower it at run time) ... */

@@ -78,6 +78,10 @@ static const option_def_t options[] = {
   {"HAKMEM_ZERO_ON_FREE", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(zero_on_free),
    "1: free wipes a small block and malloc checks it is still wiped when it hands it out again, reporting a "
    "write after free (the secure build aborts); turns the thread caches off, so every call takes the slow path"},
+  {"HAKMEM_FAULT_HANDLER", OPT_FLAG, false, {1, 1, 1}, 0, 1, "0|1", NULL, FIELD(fault_handler),
+   "secure build: 1 installs a SIGSEGV/SIGBUS handler at start-up that names a fault in a guard page or a "
+   "zero-size block (one line, then abort) and passes every other fault on to the handler it replaced; "
+   "0: none (such faults end the process with a plain SIGSEGV). Other builds: no effect"},
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
