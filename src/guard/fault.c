@@ -38,6 +38,11 @@
 
 #if HAK_SECURE
 
+/* glibc's own name for sigaction: a sanitizer intercepts `sigaction`, and
+ * HAKMEM starts up before the sanitizer's runtime is ready to take calls
+ * (ASan's start-up allocates through it), so the interceptor would crash. */
+extern int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 static struct sigaction prev_segv, prev_bus;
 static _Atomic(int) installed;
 
@@ -95,7 +100,7 @@ static void not_ours(int sig, siginfo_t *info, void *ctx) {
       return;
     }
   }
-  sigaction(sig, prev, NULL);
+  __sigaction(sig, prev, NULL);
   if (info->si_code <= 0) raise(sig); /* sent, not a fault: pending until we return */
 }
 
@@ -115,13 +120,12 @@ static void on_fault(int sig, siginfo_t *info, void *ctx) {
 void fault_handler_install(void) {
   if (!hak_config.fault_handler || atomic_exchange(&installed, 1)) return;
   (void)os_page_size(); /* cached before any fault */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
+  /* No memset or sigemptyset either (interceptors): the initialiser
+   * zeroes the struct, the mask included. */
+  struct sigaction sa = {.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART};
   sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &prev_segv);
-  sigaction(SIGBUS, &sa, &prev_bus);
+  __sigaction(SIGSEGV, &sa, &prev_segv);
+  __sigaction(SIGBUS, &sa, &prev_bus);
 }
 
 #else

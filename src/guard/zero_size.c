@@ -54,7 +54,9 @@ static zs_region_t *region_add(unsigned i) {
   size_t bytes = region_bytes(i), slots = bytes / ZS_SLOT;
   void *base = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return NULL;
-  size_t meta = sizeof(zs_region_t) + slots / 64 * sizeof(uint64_t);
+  size_t ps = os_page_size();
+  /* whole OS pages: os_unmap below (a lost race) takes the same length */
+  size_t meta = (sizeof(zs_region_t) + slots / 64 * sizeof(uint64_t) + ps - 1) & ~(ps - 1);
   zs_region_t *r = os_map(meta); /* zero: no slot taken */
   if (!r) {
     munmap(base, bytes);
