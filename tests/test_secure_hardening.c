@@ -37,6 +37,11 @@
  *   wild        a write to a page of no access the program mapped itself:
  *               not HAKMEM's, so a plain SIGSEGV, without a word
  *   raise       raise(SIGSEGV): the signal is not lost (SIGSEGV)
+ *   off-by-one  one byte (NUL, '0', 'A' or 0xff) written right past or right
+ *               before small blocks of 67 sizes, each in a process of its
+ *               own that then frees the block: all 536 must abort (the
+ *               bytes such a write hits are kept in 0x80..0xbf; a keyed
+ *               byte let 1 write in 256 through)
  * The guard-* cases die of SIGSEGV at the guard, which the fault handler
  * (guard/fault.c) names before it aborts: SIGABRT after "heap overflow past
  * block" ("guard page after segment metadata" for guard-meta), and a plain
@@ -288,6 +293,39 @@ static void case_wild(void)
 
 static void case_raise(void) { raise(SIGSEGV); }
 
+static void case_off_by_one(void)
+{
+    static const unsigned char vals[] = {0, '0', 'A', 0xff};
+    int trials = 0, missed = 0;
+    for (size_t n = 1; n <= 199; n += 3)
+        for (int under = 0; under < 2; under++)
+            for (size_t v = 0; v < sizeof vals; v++) {
+                pid_t pid = fork();
+                CHECK(pid >= 0, "fork: %s", strerror(errno));
+                if (pid == 0) {
+                    int null = open("/dev/null", O_WRONLY);
+                    if (null >= 0) dup2(null, 2); /* 536 reports would fill the pipe */
+                    char *p = malloc(ht_hide(n));
+                    memset(p, 1, n);
+                    p[under ? -1 : (ptrdiff_t)n] = (char)vals[v];
+                    free(ht_hide_ptr(p));
+                    _exit(0);
+                }
+                int st;
+                CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+                trials++;
+                if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)) {
+                    fprintf(stderr, "not caught: %s of %zu bytes, byte 0x%02x\n", under ? "underflow" : "overflow", n,
+                            vals[v]);
+                    missed++;
+                }
+            }
+    if (missed) {
+        fprintf(stderr, "%d of %d off-by-one writes not caught\n", missed, trials);
+        _exit(1);
+    }
+}
+
 typedef struct {
     const char *name;
     void (*run)(void);
@@ -312,6 +350,7 @@ static const hcase_t cases[] = {
     {"under-large", case_under_large, SIGABRT, "heap underflow before block"},
     {"wild", case_wild, SIGSEGV, NULL},
     {"raise", case_raise, SIGSEGV, NULL},
+    {"off-by-one", case_off_by_one, 0, NULL},
 };
 
 static int run_case(const hcase_t *c)

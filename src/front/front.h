@@ -73,7 +73,7 @@ HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_che
   uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
   if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity || g - 8 > bsize - 8)) secure_reject_block(fn, p);
   memcpy(&f, (const char *)p + bsize - g, 8);
-  if (HAK_UNLIKELY(f != rotl64(t, (unsigned)(g * 8) & 63))) secure_reject_block(fn, p);
+  if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block(fn, p);
   if (off != 0) {
     const char *prev = (const char *)p - bsize;
     if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block(fn, p);
@@ -102,7 +102,7 @@ HAK_INLINE void secure_free_fast_inline(void *p, size_t bsize) {
   uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
   if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block("free", p);
   memcpy(&f, (const char *)p + bsize - g, 8);
-  if (HAK_UNLIKELY(f != rotl64(t, (unsigned)(g * 8) & 63))) secure_reject_block("free", p);
+  if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block("free", p);
   const char *prev = (const char *)p - (a ? bsize : 0);
   if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block("free", p);
   __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */

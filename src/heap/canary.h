@@ -45,14 +45,29 @@
 
 extern uint64_t hak_canary_key HAK_HIDDEN;
 
+/* The bytes an off-by-one write hits are kept in 0x80..0xbf, so a NUL, an
+ * ASCII character or 0xff written there always changes them (a keyed byte
+ * would match 1 write in 256): the canary's top byte (the byte right before
+ * the next block: an underflow of that block; no gap reaches it) and low
+ * byte (the tail's first byte, right after a request that leaves a gap of
+ * 8), and the first byte of the repeat after the request (canary_repeat). */
+#define CANARY_SET_BITS 0x8000000000000080ull
+#define CANARY_FREE_BITS 0x4000000000000040ull
 /* An odd multiplier that fits an instruction's 32-bit immediate: a
  * bijection all the same (the secret is the key), with no register to
  * hold a 64-bit constant on the fast paths. */
 HAK_INLINE uint64_t canary_mix(const void *b, uint64_t key) {
-  return ((uint64_t)(uintptr_t)b ^ key) * 0x7feb352dull;
+  return ((((uint64_t)(uintptr_t)b ^ key) * 0x7feb352dull) & ~CANARY_FREE_BITS) | CANARY_SET_BITS;
 }
 HAK_INLINE uint64_t canary_of(const void *b) { return canary_mix(b, hak_canary_key); }
 HAK_INLINE uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> ((64 - r) & 63)); }
+/* The 8 bytes right after a request that leaves a gap of g: the tail
+ * rotated so that where they overlap (g < 16) they agree with it, and the
+ * first byte in 0x80..0xbf (above; outside the overlap unless g == 8,
+ * where it is the tail's low byte, in that range already). */
+HAK_INLINE uint64_t canary_repeat(uint64_t t, uint64_t g) {
+  return (rotl64(t, (unsigned)(g * 8) & 63) & ~0x40ull) | 0x80ull;
+}
 HAK_INLINE uint64_t *tail_of(const void *b, size_t bsize) { return (uint64_t *)((uintptr_t)b + bsize - 8); }
 HAK_INLINE uint64_t tail_load(const void *b, size_t bsize) {
   return __atomic_load_n(tail_of(b, bsize), __ATOMIC_RELAXED);
@@ -70,7 +85,7 @@ HAK_INLINE void canary_seal(void *b, size_t bsize, size_t n) {
   uint64_t g = bsize - n, t = canary_of(b) ^ g;
   __atomic_store_n(tail_of(b, bsize), t, __ATOMIC_RELAXED);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  uint64_t f = rotl64(t, (unsigned)(g * 8) & 63);
+  uint64_t f = canary_repeat(t, g);
   memcpy((char *)b + n, &f, 8);
 }
 
@@ -79,7 +94,7 @@ HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
   uint64_t t = tail_load(b, bsize), g = t ^ canary_of(b), f;
   if (HAK_UNLIKELY(g - 8 > bsize - 8)) return false; /* free (0), or overwritten */
   memcpy(&f, (const char *)b + bsize - g, 8);
-  return f == rotl64(t, (unsigned)(g * 8) & 63);
+  return f == canary_repeat(t, g);
 }
 
 /* The tail of the block before b (same page) holds a valid value. */

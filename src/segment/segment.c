@@ -57,6 +57,7 @@
 #include "os/lock.h"
 #include "os/os.h"
 #include "os/random.h"
+#include "os/vg_quiet.h"
 #include "policy/config.h"
 #include "policy/purger.h"
 #include "stats/stats.h"
@@ -170,6 +171,7 @@ static hak_segment_t *segment_map(seg_shard_t *sh) {
     os_unmap(s, HAK_SEG_SIZE);
     return NULL;
   }
+  HAK_VG_METADATA(s, sizeof *s);
   s->magic = HAK_SEG_MAGIC;
   s->kind = HAK_SEG_SMALL;
   memset(s->slice_cls, HAK_CLASS_NONE, sizeof s->slice_cls);
@@ -211,6 +213,7 @@ static void segment_unmap(seg_shard_t *sh, hak_segment_t *s) {
   SUB(sh->free_slices, (unsigned)pop32(ALL_FREE));
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
+  HAK_VG_METADATA_GONE(s, sizeof *s);
   unmapped_note(s, HAK_SEG_SIZE);
   os_unmap(s, HAK_SEG_SIZE);
   HAK_STAT_INC(HAK_EV_SEGMENT_UNMAP);
@@ -543,6 +546,7 @@ void segment_page_detach(hak_page_t *pg) {
 /* To the returned stack of the page's shard (see above): no lock. */
 static void page_return(hak_page_t *pg, uint32_t now) {
   seg_shard_t *sh = &shards[segment_of(pg)->shard];
+  HAK_STAT_INC(HAK_EV_PAGE_RETIRE); /* counted now, not when the stack is drained */
   pg->used = now;
   ADD(returned_bytes, (size_t)pg->slice_count * HAK_SLICE_SIZE);
   hak_page_t *top = atomic_load_explicit(&sh->returned, memory_order_relaxed);
@@ -575,6 +579,7 @@ void segment_pages_free(unsigned shard, hak_page_t *list) {
     }
     if (!locked) shard_lock(sh);
     locked = true;
+    HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
     page_free_locked(sh, pg, now, 0);
   }
   if (locked) {
@@ -631,6 +636,7 @@ void segment_pages_free_purged(hak_page_t *list) {
       while (seg[i] != segment_of(p)) i++;
       seg_shard_t *sh = &shards[seg[i]->shard];
       shard_lock(sh);
+      HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
       page_free_locked(sh, p, now, runs[i]);
       hak_unlock(&sh->lock);
     }
@@ -664,7 +670,6 @@ static void page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint
   if (pg->cls != HAK_CLASS_NONE && pg->bump == pg->end) s->whole_mask |= run & ~clean;
   else s->whole_mask &= ~run;
   ADD(dirty_bytes, mask_bytes(run & ~clean));
-  HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
   if (s->free_mask == ALL_FREE) {
     if (ADD(seg_empty, 1) + 1 > hak_config.segment_cache && segment_unmap_safe(s)) segment_unmap(sh, s);
   }

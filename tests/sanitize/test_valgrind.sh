@@ -28,7 +28,7 @@ expect() {
 }
 
 expect clean  "ERROR SUMMARY: 0 errors"
-expect leak   "4,000 bytes in 1 blocks are definitely lost" "ERROR SUMMARY: 1 errors"
+expect leak   "4,000 bytes in 1 blocks are definitely lost" "7,000 bytes in 1 blocks are definitely lost" "ERROR SUMMARY: 2 errors"
 expect uaf    "Invalid write of size 1" "Invalid read of size 1" "inside a block of size 48 free'd"
 expect uninit "Conditional jump or move depends on uninitialised value"
 expect overflow "Invalid write of size 1" "0 bytes after a block of size 100 alloc'd"

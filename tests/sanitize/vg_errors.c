@@ -6,7 +6,9 @@
  *             growing and shrinking, aligned, usable size and its slack,
  *             blocks freed by another thread, large and huge blocks):
  *             memcheck must report nothing
- *   leak      a 4000-byte block whose last pointer is dropped
+ *   leak      a 4000-byte and a 7000-byte block whose last pointers are
+ *             dropped (the 7000-byte one is the first block of a fresh page,
+ *             whose record points at it: memcheck must not count that)
  *   uaf       a write and a read after free
  *   uninit    a branch on a byte malloc never initialised
  *   overflow  a write one byte past a 100-byte block
@@ -69,6 +71,9 @@ int main(int argc, char **argv)
     if (!strcmp(what, "leak")) {
         char *p = malloc(ht_hide(4000));
         memset(p, 1, 4000);
+        g_sink = p;
+        p = malloc(ht_hide(7000));
+        memset(p, 2, 7000);
         g_sink = p;
         g_sink = NULL;
     } else if (!strcmp(what, "uaf")) {
