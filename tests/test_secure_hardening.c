@@ -12,6 +12,12 @@
  *               (the size asked for; then the canary and the rest of the
  *               block's slack): SIGSEGV at the guard after it
  *   guard-large the same for a 100 KB block (slices of a segment): SIGSEGV
+ *   guard-grow  a 3 MiB block grown by realloc to 5, 9 and 17 MiB: its
+ *               mapping is resized or moved by mremap (the guard opened
+ *               and closed around it: no copy; 3 mremap calls succeed), the
+ *               contents stay, and the overflow past it faults: SIGSEGV
+ *   guard-shrink a 17 MiB block shrunk by realloc to 5 MiB (the mapping's
+ *               tail given back): SIGSEGV past it
  *   guard-meta  a write just after the segment header: SIGSEGV
  *   guard-reuse large blocks of 7 sizes freed (their guards stay behind),
  *               then large and small blocks cut over those slices: every
@@ -52,6 +58,7 @@
  * believes in: 65536 for the simulated 64 KiB-page build) */
 #include "hak_test.h"
 #include "hak_internal.h"
+#include "hakmem.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -112,6 +119,47 @@ static void case_guard_huge(void)
     char *p = malloc(ht_hide(3u << 20));
     CHECK(p != NULL, "malloc(3 MiB) failed");
     overflow_linearly(p);
+}
+
+/* mremap calls so far (hak_stats_get of the preloaded library), and
+ * failed ones. */
+static void mremap_counts(uint64_t *calls, uint64_t *failed)
+{
+    int (*get)(hak_stats_t *) = (int (*)(hak_stats_t *))dlsym(RTLD_DEFAULT, "hak_stats_get");
+    CHECK(get != NULL, "hak_stats_get not found");
+    hak_stats_t st = HAK_STATS_INIT;
+    CHECK(get(&st) == 0, "hak_stats_get failed");
+    *calls = st.os.mremap;
+    *failed = st.os.mremap_failed;
+}
+
+static void case_guard_grow(void)
+{
+    uint64_t calls0, failed0, calls1, failed1;
+    size_t n = 3u << 20;
+    char *p = malloc(ht_hide(n));
+    CHECK(p != NULL, "malloc(3 MiB) failed");
+    for (size_t i = 0; i < n; i += 4096) p[i] = (char)(i >> 12);
+    mremap_counts(&calls0, &failed0);
+    for (size_t m = 5u << 20; m <= (17u << 20); m = 2 * m - (1u << 20)) {
+        p = realloc(p, ht_hide(m));
+        CHECK(p != NULL, "realloc to %zu failed", m);
+        for (size_t i = 0; i < n; i += 4096) CHECK(p[i] == (char)(i >> 12), "contents lost at %zu", i);
+    }
+    mremap_counts(&calls1, &failed1);
+    CHECK(calls1 - calls0 - (failed1 - failed0) >= 3,
+          "3 reallocs of a huge block: %llu mremap calls, %llu failed (copied, not remapped)",
+          (unsigned long long)(calls1 - calls0), (unsigned long long)(failed1 - failed0));
+    overflow_linearly(p);
+}
+
+static void case_guard_shrink(void)
+{
+    char *p = malloc(ht_hide(17u << 20));
+    CHECK(p != NULL, "malloc(17 MiB) failed");
+    char *q = realloc(p, ht_hide(5u << 20));
+    CHECK(q == p, "a huge block shrunk to 5 MiB moved");
+    overflow_linearly(q);
 }
 
 static void case_guard_large(void)
@@ -338,6 +386,8 @@ static const hcase_t cases[] = {
     {"order", case_order, 0, NULL},
     {"guard-huge", case_guard_huge, SIGSEGV, NULL},
     {"guard-large", case_guard_large, SIGSEGV, NULL},
+    {"guard-grow", case_guard_grow, SIGSEGV, NULL},
+    {"guard-shrink", case_guard_shrink, SIGSEGV, NULL},
     {"guard-meta", case_guard_meta, SIGSEGV, NULL},
     {"guard-reuse", case_guard_reuse, 0, NULL},
     {"guard-again", case_guard_again, SIGSEGV, NULL},

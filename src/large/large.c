@@ -43,8 +43,10 @@
 #define STASH_MIN_SLICES 2
 /* Secure build: every large, huge and over-aligned block is followed by one
  * OS page of no access (os_guard), so a linear overflow past its usable size
- * faults at once. Huge mappings keep theirs while cached, and are not
- * resized in place (mremap cannot move a split mapping). */
+ * faults at once. Huge mappings keep theirs while cached. mremap takes one
+ * mapping whole, and the guard splits it: a resize or move opens the guard
+ * first (the two parts merge again), remaps, then closes the page that ends
+ * the new mapping (huge_guard_open/close). */
 #if HAK_SECURE
 #define GUARD_BYTES os_page_size()
 #else
@@ -323,28 +325,39 @@ size_t large_live_usable(const void *p) {
   return pg && pg->state == HAK_PAGE_LARGE && pg->start == (const uint8_t *)p ? pg->bsize : 0;
 }
 
+/* Secure build: the guard at the end of huge mapping s (map bytes) opened,
+ * so that the whole mapping is one again for mremap, or closed. While it is
+ * open the block's owner is inside realloc: the window is its own. */
+static void huge_guard_set(hak_segment_t *s, size_t map, bool closed) {
+  size_t guard = GUARD_BYTES;
+  if (guard) os_guard((uint8_t *)s + map - guard, guard, closed);
+}
+
 /* Resize a huge mapping in place with mremap; false if the kernel cannot.
  * Growth goes in 2 MiB units, so a buffer growing by small steps costs one
  * mremap per 2 MiB; shrinking gives back all but the last 64 KiB unit. The
  * slices leaving the mapping stop being ours before the kernel can hand
- * them to anyone else. */
+ * them to anyone else. Secure build: the guard moves to the new end. */
 static bool huge_remap(hak_segment_t *s, size_t size) {
-  if (HAK_SECURE) return false; /* the guard splits the mapping: mremap would fail */
-  size_t off = s->map_size - s->huge_size;
-  if (off + size < size || off + size > (SIZE_MAX >> 1)) return false;
-  size_t map = align_up(off + size, off + size > s->map_size ? HAK_SEG_SIZE : HAK_SLICE_SIZE);
+  size_t guard = GUARD_BYTES, off = s->map_size - s->huge_size - guard;
+  if (off + size + guard < size || off + size + guard > (SIZE_MAX >> 1)) return false;
+  size_t need = off + size + guard;
+  size_t map = align_up(need, need > s->map_size ? HAK_SEG_SIZE : HAK_SLICE_SIZE);
   if (map == s->map_size) return true;
   size_t was = huge_marked(s->map_size), now = huge_marked(map);
   if (now < was) slice_map_set((uint8_t *)s + (now << HAK_SLICE_SHIFT), was - now, 0);
+  huge_guard_set(s, s->map_size, false);
   if (!os_remap_inplace(s, s->map_size, map)) {
+    huge_guard_set(s, s->map_size, true);
     if (now < was) slice_map_set((uint8_t *)s + (now << HAK_SLICE_SHIFT), was - now, HAK_CLASS_NONE + 1);
     return false;
   }
+  huge_guard_set(s, map, true);
   if (now > was) slice_map_set((uint8_t *)s + (was << HAK_SLICE_SHIFT), now - was, HAK_CLASS_NONE + 1);
   if (map > s->map_size) live_add(0, map - s->map_size);
   else live_sub(0, s->map_size - map);
   s->map_size = map;
-  s->huge_size = map - off;
+  s->huge_size = map - off - guard;
   return true;
 }
 
@@ -368,10 +381,10 @@ bool large_resize_inplace(void *p, size_t size) {
  * can hand it to anyone else. */
 void *large_realloc_move(void *p, size_t size) {
   hak_segment_t *s = segment_of(p);
-  if (HAK_SECURE || s->kind != HAK_SEG_HUGE || size <= s->huge_size) return NULL; /* secure: see GUARD_BYTES */
-  size_t off = s->map_size - s->huge_size, old = s->map_size;
-  if (off + size < size || off + size > (SIZE_MAX >> 1)) return NULL;
-  size_t map = align_up(off + size, HAK_SEG_SIZE);
+  if (s->kind != HAK_SEG_HUGE || size <= s->huge_size) return NULL;
+  size_t guard = GUARD_BYTES, off = s->map_size - s->huge_size - guard, old = s->map_size;
+  if (off + size + guard < size || off + size + guard > (SIZE_MAX >> 1)) return NULL;
+  size_t map = align_up(off + size + guard, HAK_SEG_SIZE);
   /* The destination: a cached mapping if one fits (the move replaces its
    * pages; it is still ours in the slice map), else a fresh one. */
   bool resident;
@@ -380,15 +393,18 @@ void *large_realloc_move(void *p, size_t size) {
   if (t) map = t->map_size;
   else if (!(t = huge_map(map))) return NULL;
   slice_map_set(s, huge_marked(old), 0);
+  huge_guard_set(s, old, false); /* (a cached t's guard goes with its pages) */
   if (!os_remap_to(s, old, t, map)) {
+    huge_guard_set(s, old, true);
     slice_map_set(s, huge_marked(old), HAK_CLASS_NONE + 1);
     if (fresh) os_unmap(t, map);
     else if (!huge_cache_put(t)) huge_unmap(t);
     return NULL;
   }
   unmapped_note(s, old);
+  huge_guard_set(t, map, true);
   t->map_size = map; /* the header moved with the pages */
-  t->huge_size = map - off;
+  t->huge_size = map - off - guard;
   if (fresh) slice_map_set(t, huge_marked(map), HAK_CLASS_NONE + 1);
   live_add(0, map - old);
   return (uint8_t *)t + off;
