@@ -115,22 +115,32 @@ static zs_region_t *region_of(const void *p) {
 
 bool zero_size_owns(const void *p) { return region_of(p) != NULL; }
 
-zs_state_t zero_size_state(const void *p) {
+/* p's region and slot: ZS_LIVE if p is a slot's start (live or not),
+ * else ZS_NOT_OURS or ZS_INVALID. */
+static zs_state_t slot_of(const void *p, zs_region_t **rp, size_t *slot) {
   zs_region_t *r = region_of(p);
   if (!r) return ZS_NOT_OURS;
   size_t off = (size_t)((const uint8_t *)p - r->base);
   if (off % ZS_SLOT) return ZS_INVALID;
-  size_t slot = off / ZS_SLOT;
+  *rp = r;
+  *slot = off / ZS_SLOT;
+  return ZS_LIVE;
+}
+
+zs_state_t zero_size_state(const void *p) {
+  zs_region_t *r;
+  size_t slot;
+  zs_state_t st = slot_of(p, &r, &slot);
+  if (st != ZS_LIVE) return st;
   uint64_t v = atomic_load_explicit(&r->bits[slot / 64], memory_order_relaxed);
   return v >> (slot % 64) & 1 ? ZS_LIVE : ZS_FREE;
 }
 
 zs_state_t zero_size_free(const void *p) {
-  zs_region_t *r = region_of(p);
-  if (!r) return ZS_NOT_OURS;
-  size_t off = (size_t)((const uint8_t *)p - r->base);
-  if (off % ZS_SLOT) return ZS_INVALID;
-  size_t slot = off / ZS_SLOT;
+  zs_region_t *r;
+  size_t slot;
+  zs_state_t st = slot_of(p, &r, &slot);
+  if (st != ZS_LIVE) return st;
   uint64_t bit = (uint64_t)1 << (slot % 64);
   if (!(atomic_fetch_and_explicit(&r->bits[slot / 64], ~bit, memory_order_relaxed) & bit)) return ZS_FREE;
   atomic_fetch_sub_explicit(&r->live, 1, memory_order_relaxed);
