@@ -99,12 +99,15 @@ HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
 void secure_free_fast(void *p, size_t bsize) HAK_HIDDEN;
 HAK_INLINE void secure_free_fast_inline(void *p, size_t bsize) {
   uintptr_t a = (uintptr_t)p & (HAK_SLICE_SIZE - 1);
-  uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
+  uint64_t key = hak_canary_key;
+  /* The neighbour first: its mix is dead before p's is formed, so the
+   * check fits the scratch registers (no register saved). */
+  const char *prev = (const char *)p - (a ? bsize : 0);
+  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block("free", p);
+  uint64_t k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
   if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block("free", p);
   memcpy(&f, (const char *)p + bsize - g, 8);
   if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block("free", p);
-  const char *prev = (const char *)p - (a ? bsize : 0);
-  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block("free", p);
   __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
 }
 /* The rest of the small blocks whose bin has room (slice 0, classes whose

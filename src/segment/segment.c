@@ -335,6 +335,16 @@ static void guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned c
   uint32_t stale = atomic_fetch_and_explicit(&s->guard_mask, ~run, memory_order_relaxed) & run;
   for (; stale; stale &= stale - 1) os_guard(slice_end_guard(s, (unsigned)__builtin_ctz(stale)), os_page_size(), false);
 }
+
+/* Lowest start of a run of n free slices of s whose last slice keeps a
+ * guard and no other slice of it does, or -1: a large page cut there
+ * needs neither guards_open nor segment_large_guard. */
+static int find_guarded_run(hak_segment_t *s, unsigned n) {
+  uint32_t g = atomic_load_explicit(&s->guard_mask, memory_order_relaxed), free = s->free_mask & ~1u;
+  uint32_t m = free & (g >> (n - 1)); /* starts whose run would end on a guard */
+  for (unsigned i = 1; i < n && m; i++) m &= (free >> i) & ~(g >> (i - 1));
+  return m ? __builtin_ctz(m) : -1;
+}
 #endif
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
@@ -467,6 +477,13 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
       for (s = sh->head; s; s = s->next)
         if ((first = find_run(s->free_mask & ~s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
   } else {
+#if HAK_SECURE
+    /* A large block: first a run that ends where a freed large page left
+     * its guard and holds no other (guards_open): no system call at all. */
+    for (s = sh->head; s; s = s->next)
+      if ((first = find_guarded_run(s, n)) >= 0) break;
+    if (!s)
+#endif
     /* A large block: warm slices first, it will be written from its start. */
     for (s = sh->head; s; s = s->next)
       if ((s->dirty_mask & s->free_mask) && (first = find_run(s->free_mask & s->dirty_mask, 0, n, slice0_ok)) >= 0) break;
