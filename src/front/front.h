@@ -70,14 +70,17 @@ HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_che
   hak_page_t *pg = page_of(p);
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge, no block index */
   size_t bsize = pg->bsize;
-  uint64_t key = hak_canary_key, k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
-  if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity || g - 8 > bsize - 8)) secure_reject_block(fn, p);
+  if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity)) secure_reject_block(fn, p);
+  /* The neighbour first, as in secure_free_fast_inline: its mix is dead
+   * before p's is formed (no register saved). The first block of a page
+   * reads its own tail instead, checked again below. */
+  uint64_t key = hak_canary_key;
+  const char *prev = (const char *)p - (off ? bsize : 0);
+  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block(fn, p);
+  uint64_t k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
+  if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block(fn, p);
   memcpy(&f, (const char *)p + bsize - g, 8);
   if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block(fn, p);
-  if (off != 0) {
-    const char *prev = (const char *)p - bsize;
-    if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block(fn, p);
-  }
   if (mark_free) __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
   return bsize;
 }
