@@ -1,5 +1,10 @@
 """--ab: two settings (environment, library or build) alternating, with a
-verdict only when the difference is outside the noise."""
+verdict only when the difference is outside the noise.
+
+Besides throughput it reports each side's CPU time (user + system) and minor
+page faults, with the medians of their paired ratios (run i of B over run i
+of A): on a shared machine CPU time and fault counts vary far less than wall
+time, and faults show memory purged and touched again (issue 6)."""
 import datetime
 import math
 import os
@@ -70,38 +75,54 @@ def do_ab(args):
         n = w.full if args.full else w.quick
         vals = {"A": [], "B": []}
         rss = {"A": [], "B": []}
+        cpu = {"A": [], "B": []}
+        flt = {"A": [], "B": []}
+        pairs = []  # per run: side -> (CPU s, minor faults), only where it succeeded
         for r in range(runs_n):
+            pairs.append({})
             order = [("A", a), ("B", b)] if r % 2 == 0 else [("B", b), ("A", a)]
             for key, side in order:
                 res = run_program(build_dir, w, n, side)
                 if res.ok:
                     vals[key].append(res.fields["ops_per_sec"])
                     rss[key].append(res.peak_rss_kb)
+                    cpu[key].append(res.cpu)
+                    flt[key].append(res.minflt)
+                    pairs[-1][key] = (res.cpu, res.minflt)
                     progress.step("%s %s run %d: %s Mops/s" % (
                         w.name, key, r + 1, fmt_mops(res.fields["ops_per_sec"])))
                 else:
                     progress.step("%s %s run %d: FAILED (%s)" % (w.name, key, r + 1, res.error))
                     log(tail(res.stderr))
         v = verdict(vals["A"], vals["B"], label_a="A", label_b="B")
-        results.append((w, vals, rss, v))
-    header = ["workload", "side", "runs", "mean Mops/s", "median Mops/s", "CV", "RSS MB"]
+        results.append((w, vals, rss, v, cpu, flt, pairs))
+    header = ["workload", "side", "runs", "mean Mops/s", "median Mops/s", "CV", "RSS MB",
+              "CPU s", "minor faults"]
     rows = []
-    for w, vals, rss, v in results:
+    for w, vals, rss, v, cpu, flt, pairs in results:
         for key in ("A", "B"):
             rows.append([w.name, key, len(vals[key]), fmt_mops(mean(vals[key])),
                          fmt_mops(median(vals[key])), fmt_pct(cv(vals[key])),
-                         fmt_mb(median(rss[key]) if rss[key] else float("nan"))])
+                         fmt_mb(median(rss[key]) if rss[key] else float("nan")),
+                         "%.3f" % median(cpu[key]) if cpu[key] else "-",
+                         "%d" % median(flt[key]) if flt[key] else "-"])
     table = markdown_table(header, rows)
+    prows = [[w.name, paired(pairs, 0), paired(pairs, 1)] for w, vals, rss, v, cpu, flt, pairs in results]
+    ptable = markdown_table(["workload", "CPU time B/A", "minor faults B/A"], prows)
     vrows = [[w.name, "%+.2f%%" % v["delta_pct"] if not math.isnan(v["delta_pct"]) else "-",
               "[%+.2f%%, %+.2f%%]" % (v["ci_low"], v["ci_high"])
               if not math.isnan(v["ci_low"]) else "-", fmt_num(v["p"]), v["text"]]
-             for w, vals, rss, v in results]
+             for w, vals, rss, v, cpu, flt, pairs in results]
     vtable = markdown_table(["workload", "delta B vs A (medians)", "bootstrap 95% CI",
                              "Mann-Whitney p", "verdict"], vrows)
     print("A = %s\nB = %s\n" % (format_side(a), format_side(b)))
     print(table)
     print()
     print(vtable)
+    print()
+    print(ptable)
+    print("\nB/A: median of the paired ratios (run i of B over run i of A), and their "
+          "interquartile range")
     print("\nverdict rule: two-sided Mann-Whitney U test p < 0.05 and the bootstrap 95% "
           "interval of the delta of medians excludes 0")
     others = meter.others_fraction()
@@ -116,17 +137,28 @@ def do_ab(args):
     with open(base + ".md", "w", encoding="utf-8") as f:
         f.write("# A/B %s\n\nMachine: %s\n\nA = `%s`\n\nB = `%s`\n\n%s\n\n%s\n\n"
                 "Verdict: two-sided Mann-Whitney U p < 0.05 and bootstrap 95%% CI of the "
-                "delta of medians excluding 0.\n%s" % (
+                "delta of medians excluding 0.\n\n%s\n\nB/A: median of the paired ratios "
+                "(run i of B over run i of A), and their interquartile range.\n%s" % (
                     stamp, machine_line(machine_info()), format_side(a), format_side(b),
-                    table, vtable, "\nNote: %s.\n" % noise if noise else ""))
+                    table, vtable, ptable, "\nNote: %s.\n" % noise if noise else ""))
     rows = []
-    for w, vals, rss, v in results:
+    for w, vals, rss, v, cpu, flt, pairs in results:
         for key in ("A", "B"):
             for i, x in enumerate(vals[key]):
-                rows.append([w.name, key, i, g(x), rss[key][i]])
-    write_csv(base + ".csv", ["workload", "side", "run", "ops_per_sec", "peak_rss_kb"], rows)
+                rows.append([w.name, key, i, g(x), rss[key][i], "%.4f" % cpu[key][i], flt[key][i]])
+    write_csv(base + ".csv", ["workload", "side", "run", "ops_per_sec", "peak_rss_kb", "cpu_s",
+                              "minor_faults"], rows)
     log("wrote %s.md and %s.csv" % (base, base))
     return 0
+
+
+def paired(pairs, k):
+    """Median of B / A of figure k over the runs where both sides succeeded
+    (run i of each), with the interquartile range."""
+    r = sorted(p["B"][k] / p["A"][k] for p in pairs if "A" in p and "B" in p and p["A"][k] > 0)
+    if not r:
+        return "-"
+    return "%.3f (%.3f-%.3f)" % (median(r), r[len(r) // 4], r[(3 * len(r)) // 4])
 
 
 def format_side(s):

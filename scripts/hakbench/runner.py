@@ -18,13 +18,15 @@ from .workloads import WORKLOAD_BY_NAME, program_path
 
 
 class RunResult:
-    def __init__(self, cmd, rc, stdout, stderr, wall, maxrss_kb):
+    def __init__(self, cmd, rc, stdout, stderr, wall, maxrss_kb, cpu=None, minflt=None):
         self.cmd = cmd
         self.rc = rc
         self.stdout = stdout
         self.stderr = stderr
         self.wall = wall
         self.maxrss_kb = maxrss_kb
+        self.cpu = cpu          # the child's user + system seconds (wait4)
+        self.minflt = minflt    # its minor page faults (wait4)
         self.fields = None
         self.error = None
 
@@ -74,7 +76,8 @@ def run_measured(cmd, env, timeout=None, on_line=None):
                 timer.cancel()
         err.seek(0)
         stderr = err.read().decode("utf-8", "replace")
-    return RunResult(cmd, proc.returncode, "".join(chunks), stderr, wall, usage.ru_maxrss)
+    return RunResult(cmd, proc.returncode, "".join(chunks), stderr, wall, usage.ru_maxrss,
+                     usage.ru_utime + usage.ru_stime, usage.ru_minflt)
 
 
 def run_program(build_dir, workload, n, alloc, timeout=600):
