@@ -29,9 +29,11 @@ int    hak_posix_memalign(void **out, size_t alignment, size_t size);
 size_t hak_usable_size(const void *ptr);
 
 /* ---- first-class heaps (docs/api.md, "Heaps") -----------------------------
- * A heap the program creates and allocates from, from any thread (each call
- * takes the heap's lock). Its blocks are freed with free()/hak_free from any
- * thread, or all at once by hak_heap_destroy. A NULL heap means the
+ * A heap the program creates and allocates from, from any thread: the
+ * thread that created it without a lock (about the cost of malloc), any
+ * other thread under the heap's lock. Its blocks are freed with
+ * free()/hak_free from any thread (each free takes the heap's lock), or all
+ * at once by hak_heap_destroy. A NULL heap means the
  * process's ordinary allocator (hak_heap_malloc(NULL, n) is hak_malloc(n)). */
 typedef struct hak_heap hak_heap_t;
 

@@ -80,6 +80,17 @@ static void *heap_malloc_core(hak_heap_t *h, size_t n) {
 }
 
 HAK_EXPORT void *hak_heap_malloc(hak_heap_t *h, size_t n) {
+#if HAK_UHEAP_OWNER_CACHE
+  /* The owning thread's fast path: a pop from its cache (protocol in
+   * heap/user_heap_oc.c); being the owner implies a live heap. */
+  if (HAK_LIKELY(h != NULL) && HAK_LIKELY(n <= HAK_MID_MAX - HAK_TAIL)) {
+    void *p = uheap_cached(h, size_class_of(n + HAK_TAIL));
+    if (HAK_LIKELY(p != NULL)) {
+      HAK_MARK_ALLOCATED(p);
+      return p;
+    }
+  }
+#endif
   if (!h) return hak_malloc(n);
   HAK_VG_RETURN_ALLOC(heap_malloc_core(h, n), n, false);
 }

@@ -5,9 +5,10 @@
  * A first-class heap is a struct hak_heap (heap.h) that belongs to no
  * thread: its page lists per class (avail, full) as in a thread heap, plus a
  * list of its large pages (user_large); blocks too big for a page of slices
- * are recorded in front/heap_huge.c's table instead. It has no block cache of its own
- * and no thread's cache ever holds its blocks, which is what lets destroy
- * drop whole pages without looking at a single block:
+ * are recorded in front/heap_huge.c's table instead. No thread's cache ever
+ * holds its blocks (its owner's cache is the heap's own, dropped whole by
+ * destroy), which is what lets destroy drop whole pages without looking at
+ * a single block:
  *  - its class pages carry the large sentinel in the slice map
  *    (HAK_UHEAP_MAP_V): free()'s fast path meets a cap-0 bin and goes to
  *    free_slow, which sees a class in the segment's slice_cls under a
@@ -21,13 +22,18 @@
  *
  * Locking. Every change to a heap's pages, from any thread, is made under
  * the heap's lock (h->lock, heap_lock: a spin lock that yields after 64
- * spins): hak_heap_malloc and friends take it once per call, and so does
- * each free() of one of its blocks. That is the cost of using a heap from
- * any thread: one atomic exchange and one release store per call, and
- * threads that share a heap take turns. Lock order: uheap_lock (the list of
- * heaps) before h->lock, h->lock before the segment lock, the page exchange
+ * spins): allocations by threads other than the heap's owner take it once
+ * per call, the owner once per refill of its cache (below), and each free()
+ * of one of its blocks once. That is the cost of using a heap from any
+ * thread: one atomic exchange and one release store per call, and threads
+ * that share a heap take turns. Lock order: uheap_lock (the list of heaps)
+ * before h->lock, h->lock before the segment lock, the page exchange
  * (lock-free) and the abandoned stacks (lock-free); no two heap locks are
  * ever held together, and no thread heap's lock is taken under one.
+ *
+ * Owner cache: the creating thread allocates from blocks reserved for it,
+ * without the lock (protocol in heap/user_heap_oc.c; uheap_alloc refills it
+ * under the lock, destroy and delete take it away first).
  *
  * Heap records are mapped once and never unmapped: after destroy or delete
  * a record goes to a pool and a later hak_heap_new reuses it, so a stale
@@ -68,7 +74,8 @@
  * and are abandoned: the next thread that frees into one or refills the
  * class adopts it. Then the record goes to the pool.
  *
- * Thread exit: nothing; a heap belongs to no thread. A thread preempted
+ * Thread exit: nothing; a heap belongs to no thread (its owner cache is
+ * the creating thread's only by token). A thread preempted
  * while it holds h->lock delays only the users of that heap (and a fork);
  * one preempted between reading the owner and taking the lock rechecks
  * under it. Fork: the prepare handler takes uheap_lock and then every
@@ -125,7 +132,7 @@ hak_heap_t *uheap_new(void) {
   if (h) uheap_pool = h->pool_next;
   hak_unlock(&uheap_lock);
   if (!h) {
-    h = os_map(align_up(sizeof(hak_heap_t), os_page_size()));
+    h = os_map(align_up(HAK_UHEAP_OC_OFFSET + sizeof(hak_uheap_oc_t), os_page_size()));
     if (!h) return NULL;
   }
   /* A pooled record's lists are empty: destroy and delete leave them so. */
@@ -134,6 +141,9 @@ hak_heap_t *uheap_new(void) {
    * pages come from that shard's segments, not from one all heaps share. */
   if (!h->pcache.shard) h->pcache.shard = segment_shard_pick();
   atomic_store_explicit(&h->user_state, HAK_UHEAP_LIVE, memory_order_release);
+  /* The creating thread owns the cache (its lists are empty: teardown
+   * left them so). */
+  if (uheap_owner_cache_ok()) atomic_store_explicit(&uheap_oc(h)->owner, uheap_self(), memory_order_relaxed);
   hak_lock(&uheap_lock);
   h->live_prev = NULL;
   h->live_next = uheap_list;
@@ -186,34 +196,121 @@ static hak_page_t *page_new(hak_heap_t *h, unsigned cls) {
   return pg;
 }
 
-void *uheap_alloc(hak_heap_t *h, unsigned cls) {
-  void *b = NULL;
-  heap_lock(h);
-  if (HAK_LIKELY(atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE)) {
+/* One block of class cls from h's pages, or NULL (the OS refused a page).
+ * h->lock held, h live. */
+static void *take_block(hak_heap_t *h, unsigned cls) {
+  hak_page_t *pg = h->avail[cls].head;
+  if (HAK_UNLIKELY(!pg)) pg = page_new(h, cls);
+  if (HAK_UNLIKELY(!pg)) return NULL;
+  void *b = pg->free;
+  if (b) {
+    pg->free = block_next(pg, b);
+  } else {
+#if HAK_SECURE
+    canary_guard_page(pg); /* heap/canary.h */
+    canary_carved(pg->bump, 1, pg->bsize);
+#endif
+    b = pg->bump;
+    pg->bump += pg->bsize;
+  }
+  pg->used++;
+  if (!page_has_free(pg)) {
+    list_remove(&h->avail[cls], pg);
+    list_push_head(&h->full[cls], pg);
+    pg->state = HAK_PAGE_FULL;
+  }
+  HAK_CSTAT_INC(cls, HAK_CS_TAKEN);
+  return b;
+}
+
+#if HAK_UHEAP_OWNER_CACHE
+/* Blocks one refill of the owner's cache reserves: 8 KiB of the class, at
+ * least 1 and at most 128 blocks (the lock is then 1/128 of a 32 B
+ * allocation's cost, and a class pins at most one refill's blocks). */
+HAK_INLINE unsigned refill_count(unsigned cls) {
+  unsigned n = (unsigned)(8192 / hak_class_size[cls]);
+  return n < 1 ? 1 : n > 128 ? 128 : n;
+}
+#endif
+
+#if HAK_UHEAP_OWNER_CACHE
+/* Up to want blocks of class cls from h's pages, linked through their
+ * first word in address order of each run, into *list; returns how many
+ * (fewer only when the OS refuses a page). h->lock held, h live. */
+static unsigned take_run(hak_heap_t *h, unsigned cls, unsigned want, void **list) {
+  void **tail = list;
+  unsigned got = 0;
+  while (got < want) {
     hak_page_t *pg = h->avail[cls].head;
     if (HAK_UNLIKELY(!pg)) pg = page_new(h, cls);
-    if (HAK_LIKELY(pg != NULL)) {
-      b = pg->free;
-      if (b) {
-        pg->free = block_next(pg, b);
-      } else {
-#if HAK_SECURE
-        canary_guard_page(pg); /* heap/canary.h */
-        canary_carved(pg->bump, 1, pg->bsize);
-#endif
-        b = pg->bump;
-        pg->bump += pg->bsize;
+    if (HAK_UNLIKELY(!pg)) break;
+    unsigned before = got;
+    for (void *b = pg->free; b && got < want; b = pg->free) {
+      pg->free = block_next(pg, b);
+      *tail = b;
+      tail = (void **)b;
+      got++;
+    }
+    if (got < want && pg->bump < pg->end) {
+      size_t left = (size_t)(pg->end - pg->bump) / pg->bsize;
+      unsigned k = left < want - got ? (unsigned)left : want - got;
+      uint8_t *b = pg->bump;
+      for (unsigned i = 0; i < k; i++, b += pg->bsize) {
+        *tail = b;
+        tail = (void **)b;
       }
-      pg->used++;
-      if (!page_has_free(pg)) {
-        list_remove(&h->avail[cls], pg);
-        list_push_head(&h->full[cls], pg);
-        pg->state = HAK_PAGE_FULL;
-      }
+      pg->bump = b;
+      got += k;
+    }
+    pg->used += got - before;
+    if (!page_has_free(pg)) {
+      list_remove(&h->avail[cls], pg);
+      list_push_head(&h->full[cls], pg);
+      pg->state = HAK_PAGE_FULL;
     }
   }
+  *tail = NULL;
+#if HAK_CHECKS
+  for (void *b = *list; b; b = *(void **)b) ((uintptr_t *)b)[1] = HAK_UHEAP_RESERVED(b); /* freeing one: a double free */
+#endif
+  HAK_CSTAT_ADD(cls, HAK_CS_TAKEN, got);
+  return got;
+}
+#endif
+
+void *uheap_alloc(hak_heap_t *h, unsigned cls) {
+  void *b = uheap_cached(h, cls);
+  if (b) return b;
+#if HAK_UHEAP_OWNER_CACHE
+  /* The owner refills its cache: busy through the refill (a revoker waits
+   * for it; it holds no lock while it does). */
+  hak_uheap_oc_t *oc = uheap_oc(h);
+  bool owner = false;
+  if (atomic_load_explicit(&oc->owner, memory_order_relaxed) == uheap_self()) {
+    atomic_store_explicit(&oc->busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    owner = atomic_load_explicit(&oc->owner, memory_order_relaxed) == uheap_self();
+    if (!owner) atomic_store_explicit(&oc->busy, 0, memory_order_release);
+  }
+#endif
+  heap_lock(h);
+  if (HAK_LIKELY(atomic_load_explicit(&h->user_state, memory_order_relaxed) == HAK_UHEAP_LIVE)) {
+#if HAK_UHEAP_OWNER_CACHE
+    if (owner && !oc->list[cls]) {
+      /* One for the caller, the rest for the cache, in address order. */
+      void *list;
+      if (take_run(h, cls, refill_count(cls), &list)) {
+        b = list;
+        oc->list[cls] = *(void **)b;
+      }
+    } else
+#endif
+    b = take_block(h, cls);
+  }
   heap_unlock(h);
-  if (b) HAK_CSTAT_INC(cls, HAK_CS_TAKEN);
+#if HAK_UHEAP_OWNER_CACHE
+  if (owner) atomic_store_explicit(&oc->busy, 0, memory_order_release);
+#endif
   return b;
 }
 
@@ -276,6 +373,8 @@ static void page_emptied(hak_heap_t *h, hak_page_t *pg) {
   segment_page_free(pg);
 }
 
+static void block_return(hak_heap_t *h, hak_page_t *pg, void *p);
+
 bool uheap_free(void *p) {
   hak_segment_t *s = segment_of(p);
   hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
@@ -301,6 +400,10 @@ bool uheap_free(void *p) {
   if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
 #if HAK_CHECKS && !HAK_SECURE /* the secure build checked p's tail (heap/canary.h) */
   else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
+#if HAK_UHEAP_OWNER_CACHE
+  /* in the owner's cache (which only the owner may walk): the stamp says it */
+  else if (((uintptr_t *)p)[1] == HAK_UHEAP_RESERVED(p)) bad = "double free";
+#endif
 #endif
   if (bad) {
     heap_unlock(h);
@@ -310,6 +413,14 @@ bool uheap_free(void *p) {
 #if HAK_CHECKS && !HAK_SECURE /* the secure build marked p's tail */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
+  HAK_CSTAT_INC(pg->cls, HAK_CS_RETURNED);
+  block_return(h, pg, p);
+  heap_unlock(h);
+  return true;
+}
+
+/* p back on its page pg of h. h->lock held. */
+static void block_return(hak_heap_t *h, hak_page_t *pg, void *p) {
   unsigned cls = pg->cls;
   block_set_next(pg, p, pg->free);
   pg->free = p;
@@ -328,9 +439,6 @@ bool uheap_free(void *p) {
     pg->state = HAK_PAGE_AVAIL;
   }
   if (pg->used == 0) page_emptied(h, pg);
-  heap_unlock(h);
-  HAK_CSTAT_INC(cls, HAK_CS_RETURNED);
-  return true;
 }
 
 bool uheap_free_large(hak_page_t *pg) {
@@ -356,9 +464,30 @@ static void lists_clear(hak_heap_t *h) {
   h->user_large = (hak_page_list_t){0};
 }
 
+/* The owner's cache emptied: its blocks dropped with their pages
+ * (destroy), or back on their pages (delete: they must not count as used
+ * when the pages become the process's). h->lock held, the cache revoked. */
+static void cache_clear(hak_heap_t *h, bool give_back) {
+  hak_uheap_oc_t *oc = uheap_oc(h);
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    for (void *b = give_back ? oc->list[c] : NULL, *next; b; b = next) {
+      next = *(void **)b;
+      hak_page_t *pg = segment_of(b)->slice_page[slice_index(b)];
+#if HAK_CHECKS && !HAK_SECURE
+      ((uintptr_t *)b)[1] = HAK_FREE_MARK(b);
+#endif
+      block_return(h, pg, b);
+      HAK_CSTAT_INC(c, HAK_CS_RETURNED);
+    }
+    oc->list[c] = NULL;
+  }
+}
+
 bool uheap_destroy(hak_heap_t *h) {
   if (!begin_teardown(h, "hak_heap_destroy")) return false;
+  uheap_revoke(h);
   heap_lock(h);
+  cache_clear(h, false);
   hak_page_t *chain = NULL;
   size_t slices = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
@@ -393,7 +522,9 @@ bool uheap_destroy(hak_heap_t *h) {
 
 bool uheap_delete(hak_heap_t *h) {
   if (!begin_teardown(h, "hak_heap_delete")) return false;
+  uheap_revoke(h);
   heap_lock(h);
+  cache_clear(h, true);
   hak_page_t *empty = NULL;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
@@ -437,6 +568,10 @@ void uheap_atfork_parent(void) {
   hak_unlock_fork(&uheap_lock);
 }
 void uheap_atfork_child(void) {
-  for (hak_heap_t *h = uheap_list; h; h = h->live_next) heap_unlock(h);
+  bool oc_on = uheap_owner_cache_atfork_child();
+  for (hak_heap_t *h = uheap_list; h; h = h->live_next) {
+    uheap_oc_child(h, oc_on);
+    heap_unlock(h);
+  }
   hak_lock_reset(&uheap_lock);
 }
