@@ -177,8 +177,10 @@ HAK_NOINLINE void free_slow(void *p) {
       purge_tick_free();
       return;
     }
-#if HAK_CHECKS
-    /* Not a block start (interior, header): never written, never cached. */
+#if HAK_CHECKS && !HAK_SECURE
+    /* Not a block start (interior, header): never written, never cached.
+     * (Secure build: secure_check below tests the block start against the
+     * page before it reads anything, as on the fast path.) */
     if (HAK_UNLIKELY(!block_is_live_start(p))) {
       report_invalid("free", p);
       return;
