@@ -237,12 +237,18 @@ HAK_INLINE unsigned refill_count(unsigned cls) {
 /* Up to want blocks of class cls from h's pages, linked through their
  * first word in address order of each run, into *list; returns how many
  * (fewer only when the OS refuses a page). h->lock held, h live. */
-static unsigned take_run(hak_heap_t *h, unsigned cls, unsigned want, void **list) {
+static unsigned take_run(hak_heap_t *h, unsigned cls, unsigned want, void **list, hak_page_t **fresh) {
   void **tail = list;
   unsigned got = 0;
   while (got < want) {
     hak_page_t *pg = h->avail[cls].head;
-    if (HAK_UNLIKELY(!pg)) pg = page_new(h, cls);
+    if (HAK_UNLIKELY(!pg)) {
+      /* A heap that has filled a page of the class gets its next page
+       * resident in one go if it is not (uheap_alloc, after the lock). */
+      bool busy_class = h->full[cls].head != NULL;
+      pg = page_new(h, cls);
+      if (pg && busy_class && pg->known_zero) *fresh = pg;
+    }
     if (HAK_UNLIKELY(!pg)) break;
     unsigned before = got;
     for (void *b = pg->free; b && got < want; b = pg->free) {
@@ -285,6 +291,7 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
   /* The owner refills its cache: busy through the refill (a revoker waits
    * for it; it holds no lock while it does). */
   hak_uheap_oc_t *oc = uheap_oc(h);
+  hak_page_t *fresh = NULL;
   bool owner = false;
   if (atomic_load_explicit(&oc->owner, memory_order_relaxed) == uheap_self()) {
     atomic_store_explicit(&oc->busy, 1, memory_order_relaxed);
@@ -299,7 +306,7 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
     if (owner && !oc->list[cls]) {
       /* One for the caller, the rest for the cache, in address order. */
       void *list;
-      if (take_run(h, cls, refill_count(cls), &list)) {
+      if (take_run(h, cls, refill_count(cls), &list, &fresh)) {
         b = list;
         oc->list[cls] = *(void **)b;
       }
@@ -309,6 +316,10 @@ void *uheap_alloc(hak_heap_t *h, unsigned cls) {
   }
   heap_unlock(h);
 #if HAK_UHEAP_OWNER_CACHE
+  /* Outside the lock (other threads' frees do not wait for the kernel);
+   * the page stays h's: the blocks just reserved keep it from emptying,
+   * and a destroy or delete waits for busy. */
+  if (fresh) os_populate(page_base(fresh), (size_t)fresh->slice_count * HAK_SLICE_SIZE);
   if (owner) atomic_store_explicit(&oc->busy, 0, memory_order_release);
 #endif
   return b;

@@ -160,6 +160,25 @@ void os_purge(void *p, size_t size) {
   HAK_STAT_ADD(HAK_EV_PURGE_BYTES, size);
 }
 
+/* MADV_POPULATE_WRITE (Linux 5.14): one system call makes a range resident
+ * and writable, where touching it would take a page fault per OS page.
+ * Older kernels refuse it (EINVAL): asked no more. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static _Atomic(bool) populate_refused;
+
+void os_populate(void *p, size_t size) {
+  if (atomic_load_explicit(&populate_refused, memory_order_relaxed)) return;
+  need_page_aligned("madvise", p, size);
+  int saved = errno;
+  int rc = madvise(p, size, MADV_POPULATE_WRITE);
+  if (rc != 0 && errno == EINVAL) atomic_store_explicit(&populate_refused, true, memory_order_relaxed);
+  errno = saved;
+  HAK_OS_STAT_INC(HAK_EV_MADVISE);
+  if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MADVISE_FAIL);
+}
+
 bool os_guard(void *p, size_t size, bool guard) {
   need_page_aligned("mprotect", p, size);
   int saved = errno;
