@@ -355,6 +355,18 @@ class ReportTest(unittest.TestCase):
         t = report.markdown_table(["a", "b"], [[1, 2]])
         self.assertEqual(t.splitlines(), ["| a | b |", "|---|---:|", "| 1 | 2 |"])
 
+    def test_secure_mean_leaves_out_uncompared_workloads(self):
+        class W:
+            def __init__(self, name, compared):
+                self.name, self.compared = name, compared
+        ws = [W("a", True), W("b", True), W("thread_mem", False)]
+        summary = {("a", "hakmem"): {"median": 100.0}, ("a", "hakmem-secure"): {"median": 50.0},
+                   ("b", "hakmem"): {"median": 100.0}, ("b", "hakmem-secure"): {"median": 200.0},
+                   ("thread_mem", "hakmem"): {"median": 1.0}, ("thread_mem", "hakmem-secure"): {"median": 6.0}}
+        table, gm = report.secure_cost_table(ws, summary)
+        self.assertAlmostEqual(gm, 1.0)  # sqrt(0.5 * 2.0): thread_mem's 6.0 left out
+        self.assertIn("(not in the mean)", table.splitlines()[4])
+
     def test_formatting(self):
         self.assertEqual(report.fmt_mops(1.0123e8), "101.2")
         self.assertEqual(report.fmt_pct(0.0123), "1.2%")

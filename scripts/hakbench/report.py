@@ -56,15 +56,17 @@ def fmt_rate(v):
 def secure_cost_table(workloads, summary, fast="hakmem", secure="hakmem-secure"):
     """--secure: per workload the median throughput of the secure library
     over the fast one, and their geometric mean over the workloads measured
-    under both. Returns (markdown table, geometric mean or NaN)."""
+    under both whose throughput is compared (not thread_mem or heap_destroy,
+    whose figure is memory or one call's time: their rows say so).
+    Returns (markdown table, geometric mean or NaN)."""
     rows, logs = [], []
     for w in workloads:
         f = summary.get((w.name, fast), {}).get("median", float("nan"))
         s = summary.get((w.name, secure), {}).get("median", float("nan"))
         r = ratio(s, f)
-        if not math.isnan(r) and r > 0:
+        if w.compared and not math.isnan(r) and r > 0:
             logs.append(math.log(r))
-        rows.append([w.name, fmt_mops(f), fmt_mops(s), fmt_ratio(r)])
+        rows.append([w.name, fmt_mops(f), fmt_mops(s), fmt_ratio(r) + ("" if w.compared else " (not in the mean)")])
     gm = math.exp(sum(logs) / len(logs)) if logs else float("nan")
     rows.append(["geometric mean", "", "", fmt_ratio(gm)])
     return markdown_table(["workload", "libhakmem.so M ops/s", "libhakmem-secure.so M ops/s", "secure / fast"],
