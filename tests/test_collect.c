@@ -12,6 +12,12 @@
  *                purge delay of the last free plus 2 s of slack: collecting
  *                3.3 million remote frees takes CPU time, and a loaded
  *                machine gives the purger little; the time taken is printed.
+ *   reuse        the worker then allocates 200 MiB of 64 B blocks itself
+ *                while main stays idle (no purge deadline meanwhile: a
+ *                delay of 60 s): its refills must collect main's pages and
+ *                cut their memory again, so RSS may rise by 30 MiB at most
+ *                (it rose by 200 MiB when only the owner or the deadline
+ *                collected: memory of a preempted or blocked owner).
  *   stress       4 threads allocate, write, hand blocks to each other through
  *                a shared table and check and free what they receive, while
  *                a fifth calls hak_collect(false) and malloc_trim(0) in a
@@ -37,6 +43,7 @@ static const char *g_mode;
 static atomic_int g_phase; /* 1: worker may free; 2: worker freed (and trimmed); 3: worker may exit */
 static unsigned g_delay_ms = 100;
 static double g_freed_at;
+static size_t g_reused_rss;
 
 /* RSS from /proc/self/statm without allocating. */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -67,6 +74,16 @@ static void *worker(void *arg)
     for (size_t i = 0; i < NBLK; i++)
         free(g_blk[i]);
     g_freed_at = ht_now_ms();
+    if (strcmp(g_mode, "reuse") == 0) {
+        for (size_t i = 0; i < NBLK; i++) {
+            g_blk[i] = malloc(ht_hide(64));
+            CHECK(g_blk[i] != NULL, "malloc(64) failed");
+            memset(g_blk[i], (int)(i | 2), 64);
+        }
+        g_reused_rss = ht_rss_bytes_raw();
+        for (size_t i = 0; i < NBLK; i++)
+            free(g_blk[i]);
+    }
     if (strcmp(g_mode, "trim-worker") == 0)
         malloc_trim(0);
     if (strcmp(g_mode, "collect") == 0) {
@@ -152,12 +169,13 @@ static int run_stress(void)
 int main(int argc, char **argv)
 {
     hak_test_require_hakmem("test_collect");
-    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|stress");
+    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|reuse|stress");
     g_mode = argv[1];
     if (strcmp(g_mode, "stress") == 0)
         return run_stress();
     int idle = strcmp(g_mode, "idle") == 0;
-    CHECK(idle || !strcmp(g_mode, "trim-worker") || !strcmp(g_mode, "trim-main") || !strcmp(g_mode, "collect"),
+    int reuse = strcmp(g_mode, "reuse") == 0;
+    CHECK(idle || reuse || !strcmp(g_mode, "trim-worker") || !strcmp(g_mode, "trim-main") || !strcmp(g_mode, "collect"),
           "unknown mode %s", g_mode);
     const char *d = getenv("HAKMEM_PURGE_DELAY_MS");
     if (d && *d)
@@ -182,6 +200,16 @@ int main(int argc, char **argv)
         pause_ms(1);
     if (strcmp(g_mode, "trim-main") == 0)
         malloc_trim(0);
+    if (reuse) {
+        say("test_collect: reuse: RSS %.1f -> %.1f MiB (main's blocks), %.1f MiB with the worker's as many\n",
+            (double)base / MiB, (double)full / MiB, (double)g_reused_rss / MiB);
+        CHECK(!hak_test_owns || g_reused_rss <= full + 30 * MiB,
+              "reuse: the worker's blocks added %.1f MiB; allowed 30 MiB", (double)(g_reused_rss - full) / MiB);
+        atomic_store(&g_phase, 3);
+        CHECK(pthread_join(t, NULL) == 0, "pthread_join");
+        say("test_collect: OK (reuse)%s\n", hak_test_owns ? "" : " [plain]");
+        return 0;
+    }
 
     size_t limit = base + 30 * MiB, rss = ht_rss_bytes_raw();
     double waited = 0;

@@ -6,6 +6,7 @@
  * away (heap/collect.c). */
 #include "heap/heap.h"
 #include "heap/canary.h"
+#include "heap/collect.h"
 #include "heap/size_class.h"
 #include "policy/config.h"
 #include "remote/remote.h"
@@ -256,6 +257,7 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
     heap_page_adopted(h, p);
     if (h->avail[cls].head) return h->avail[cls].head;
   }
+  heap_collect_peers(h);
   hak_page_t *p = page_cache_alloc(&h->pcache, class_slices(cls), cls);
   if (!p) return NULL;
   atomic_store_explicit(&p->owner, h, memory_order_release);
