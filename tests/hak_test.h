@@ -244,6 +244,38 @@ static inline size_t ht_first_nonzero(const void *p, size_t n)
     return (size_t)-1;
 }
 
+/* stderr into an unlinked temporary file between ht_capture_begin() and
+ * ht_capture_end(), which returns what was written (up to 64 KiB; the
+ * messages bad input gets). Not nested. */
+static inline int *ht_cap_fds(void) /* {the file, the saved stderr} */
+{
+    static int fds[2] = {-1, -1};
+    return fds;
+}
+static inline void ht_capture_begin(void)
+{
+    int *fd = ht_cap_fds();
+    char path[] = "/tmp/hak_test_capture.XXXXXX";
+    fd[0] = mkstemp(path);
+    CHECK(fd[0] >= 0, "mkstemp: %s", strerror(errno));
+    unlink(path);
+    fflush(stderr);
+    fd[1] = dup(2);
+    dup2(fd[0], 2);
+}
+static inline const char *ht_capture_end(void)
+{
+    static char buf[1 << 16];
+    int *fd = ht_cap_fds();
+    fflush(stderr);
+    dup2(fd[1], 2);
+    close(fd[1]);
+    ssize_t n = pread(fd[0], buf, sizeof buf - 1, 0);
+    close(fd[0]);
+    buf[n > 0 ? n : 0] = 0;
+    return buf;
+}
+
 #ifdef __cplusplus
 }
 #endif

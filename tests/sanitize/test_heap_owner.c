@@ -54,32 +54,6 @@ static atomic_ulong g_freed;
 
 static int is_delete_round(int round) { return round & 1; }
 
-/* stderr into a file while the rounds run (each round's owner gets one
- * "not a live heap" line) */
-static int cap_fd = -1, cap_saved = -1;
-
-static void capture_begin(void)
-{
-    char path[] = "/tmp/test_heap_owner.XXXXXX";
-    cap_fd = mkstemp(path);
-    CHECK(cap_fd >= 0, "mkstemp: %s", strerror(errno));
-    unlink(path);
-    fflush(stderr);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
-}
-
-static const char *capture_end(void)
-{
-    static char buf[1 << 16];
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    ssize_t n = pread(cap_fd, buf, sizeof buf - 1, 0);
-    close(cap_fd);
-    buf[n > 0 ? n : 0] = 0;
-    return buf;
-}
-
 static void *owner(void *arg)
 {
     (void)arg;
@@ -171,9 +145,9 @@ static void double_free_reserved(void)
     void *r = NULL;
     for (int i = 0; i < 1000 && r != p && r != q; i++) r = hak_heap_malloc(h, 40);
     CHECK(r == q, "the refill did not start from the page's free list (%p, p %p q %p)", r, p, q);
-    capture_begin();
+    ht_capture_begin();
     hak_free(p); /* reserved for the owner, never handed out again */
-    const char *msg = capture_end();
+    const char *msg = ht_capture_end();
     CHECK(strstr(msg, "double free") != NULL, "free of a reserved block: stderr was \"%s\"", msg);
     void *a = hak_heap_malloc(h, 40), *b = hak_heap_malloc(h, 40);
     CHECK(a == p && b != p, "the reserved block: %p then %p, p %p", a, b, p);
@@ -263,7 +237,7 @@ int main(int argc, char **argv)
 
     hak_collect(1);
     uint64_t use0 = in_use();
-    capture_begin();
+    ht_capture_begin(); /* each round's owner gets one "not a live heap" line */
     for (int round = 0; round < rounds; round++) {
         atomic_store(&g_round, round);
         atomic_store(&g_allocs, 0);
@@ -295,7 +269,7 @@ int main(int argc, char **argv)
     atomic_store(&g_quit, 1);
     pthread_barrier_wait(&g_start);
     for (int k = 0; k < 3; k++) pthread_join(t[k], NULL);
-    const char *msg = capture_end();
+    const char *msg = ht_capture_end();
 
     /* stderr: only "not a live heap" lines, one per round */
     int lines = 0;

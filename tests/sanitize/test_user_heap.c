@@ -39,33 +39,6 @@
 
 static int g_build; /* hak_stats_t.build: 0 fast (no checks, no counters) */
 
-/* ---- stderr capture (the messages bad input gets) -------------------------- */
-
-static int cap_fd = -1, cap_saved = -1;
-static char cap_path[] = "/tmp/test_user_heap.XXXXXX";
-
-static void capture_begin(void)
-{
-    cap_fd = mkstemp(cap_path);
-    CHECK(cap_fd >= 0, "mkstemp: %s", strerror(errno));
-    unlink(cap_path);
-    strcpy(cap_path, "/tmp/test_user_heap.XXXXXX");
-    fflush(stderr);
-    cap_saved = dup(2);
-    dup2(cap_fd, 2);
-}
-
-static const char *capture_end(void)
-{
-    static char buf[4096];
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    ssize_t n = pread(cap_fd, buf, sizeof buf - 1, 0);
-    close(cap_fd);
-    buf[n > 0 ? n : 0] = 0;
-    return buf;
-}
-
 /* realloc of a heap's huge block through the process's realloc: it moves */
 static void *realloc_or_die(void *p, size_t n)
 {
@@ -332,13 +305,13 @@ static void part_delete_race(void)
         atomic_store(&g_go, 0);
         pthread_t t[2];
         for (size_t k = 0; k < 2; k++) pthread_create(&t[k], NULL, free_half_racing, (void *)k);
-        capture_begin();
+        ht_capture_begin();
         atomic_store(&g_go, 1);
         for (volatile int spin = 0; spin < round * 2000; spin++) {
         }
         hak_heap_delete(h);
         for (int k = 0; k < 2; k++) pthread_join(t[k], NULL);
-        const char *msg = capture_end();
+        const char *msg = ht_capture_end();
         CHECK(msg[0] == 0, "frees racing a delete got messages: %s", msg);
     }
     printf("delete_race: ok\n");
@@ -504,23 +477,23 @@ static void part_bad(void)
     hak_heap_malloc(h, 40); /* keeps the page */
     if (g_build != 0) { /* checks: standard and observe builds */
         hak_free(a);
-        capture_begin();
+        ht_capture_begin();
         hak_free(a);
-        const char *msg = capture_end();
+        const char *msg = ht_capture_end();
         CHECK(strstr(msg, "double free") != NULL, "double free of a heap block: stderr was \"%s\"", msg);
         void *c = hak_heap_malloc(h, 40); /* a is reused once, not twice */
         void *d = hak_heap_malloc(h, 40);
         CHECK(c != d, "a double-freed block was handed out twice");
     }
     hak_heap_destroy(h);
-    capture_begin();
+    ht_capture_begin();
     hak_heap_destroy(h);
     hak_heap_delete(h);
     errno = 0;
     void *x = hak_heap_malloc(h, 10);
     int e = errno;
     hak_free(b); /* its page went back with the heap */
-    const char *msg = capture_end();
+    const char *msg = ht_capture_end();
     CHECK(strstr(msg, "hak_heap_destroy: not a live heap") != NULL, "destroy twice: stderr was \"%s\"", msg);
     CHECK(strstr(msg, "hak_heap_delete: not a live heap") != NULL, "delete after destroy: stderr was \"%s\"", msg);
     CHECK(x == NULL && e == EINVAL, "malloc from a destroyed heap: %p, errno %d", x, e);
