@@ -18,6 +18,10 @@
  *                cut their memory again, so RSS may rise by 30 MiB at most
  *                (it rose by 200 MiB when only the owner or the deadline
  *                collected: memory of a preempted or blocked owner).
+ *   reuse-many   the same with 40 more idle threads, each with a heap of its
+ *                own, made after main's: a refill visits a bounded number of
+ *                other heaps per page it cuts, going on where it stopped, so
+ *                main's heap (the oldest, last in the list) is still reached.
  *   stress       4 threads allocate, write, hand blocks to each other through
  *                a shared table and check and free what they receive, while
  *                a fifth calls hak_collect(false) and malloc_trim(0) in a
@@ -74,7 +78,7 @@ static void *worker(void *arg)
     for (size_t i = 0; i < NBLK; i++)
         free(g_blk[i]);
     g_freed_at = ht_now_ms();
-    if (strcmp(g_mode, "reuse") == 0) {
+    if (strncmp(g_mode, "reuse", 5) == 0) {
         for (size_t i = 0; i < NBLK; i++) {
             g_blk[i] = malloc(ht_hide(64));
             CHECK(g_blk[i] != NULL, "malloc(64) failed");
@@ -166,15 +170,26 @@ static int run_stress(void)
     return 0;
 }
 
+#define IDLE_THREADS 40
+static void *idle_thread(void *arg)
+{
+    (void)arg;
+    free(malloc(ht_hide(16))); /* a heap of its own */
+    while (atomic_load(&g_phase) < 3)
+        pause_ms(5);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     hak_test_require_hakmem("test_collect");
-    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|reuse|stress");
+    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|reuse|reuse-many|stress");
     g_mode = argv[1];
     if (strcmp(g_mode, "stress") == 0)
         return run_stress();
     int idle = strcmp(g_mode, "idle") == 0;
-    int reuse = strcmp(g_mode, "reuse") == 0;
+    int many = strcmp(g_mode, "reuse-many") == 0;
+    int reuse = many || strcmp(g_mode, "reuse") == 0;
     CHECK(idle || reuse || !strcmp(g_mode, "trim-worker") || !strcmp(g_mode, "trim-main") || !strcmp(g_mode, "collect"),
           "unknown mode %s", g_mode);
     const char *d = getenv("HAKMEM_PURGE_DELAY_MS");
@@ -185,6 +200,9 @@ int main(int argc, char **argv)
     memset(g_blk, 0, NBLK * sizeof(void *));
     pthread_t t;
     CHECK(pthread_create(&t, NULL, worker, NULL) == 0, "pthread_create");
+    pthread_t idle_t[IDLE_THREADS];
+    for (int i = 0; many && i < IDLE_THREADS; i++)
+        CHECK(pthread_create(&idle_t[i], NULL, idle_thread, NULL) == 0, "pthread_create");
     pause_ms(20);
 
     size_t base = ht_rss_bytes_raw();
@@ -201,13 +219,15 @@ int main(int argc, char **argv)
     if (strcmp(g_mode, "trim-main") == 0)
         malloc_trim(0);
     if (reuse) {
-        say("test_collect: reuse: RSS %.1f -> %.1f MiB (main's blocks), %.1f MiB with the worker's as many\n",
-            (double)base / MiB, (double)full / MiB, (double)g_reused_rss / MiB);
+        say("test_collect: %s: RSS %.1f -> %.1f MiB (main's blocks), %.1f MiB with the worker's as many\n",
+            g_mode, (double)base / MiB, (double)full / MiB, (double)g_reused_rss / MiB);
         CHECK(!hak_test_owns || g_reused_rss <= full + 30 * MiB,
               "reuse: the worker's blocks added %.1f MiB; allowed 30 MiB", (double)(g_reused_rss - full) / MiB);
         atomic_store(&g_phase, 3);
         CHECK(pthread_join(t, NULL) == 0, "pthread_join");
-        say("test_collect: OK (reuse)%s\n", hak_test_owns ? "" : " [plain]");
+        for (int i = 0; many && i < IDLE_THREADS; i++)
+            CHECK(pthread_join(idle_t[i], NULL) == 0, "pthread_join");
+        say("test_collect: OK (%s)%s\n", g_mode, hak_test_owns ? "" : " [plain]");
         return 0;
     }
 

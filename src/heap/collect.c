@@ -163,19 +163,29 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  * with their consumed batches uncollected, and the running one cut fresh
  * slices for its next ones (see collect_one). Each heap only with a try of
  * its lock; the caller holds self's lock (a try never waits, so no order
- * between heap locks is needed). */
+ * between heap locks is needed). At most PEERS_PER_CUT heaps per call, from
+ * where the caller's last call stopped (self->peer_cursor, a field of its
+ * own record): the cost of a page cut does not grow with the number of
+ * threads, and every heap is visited in turn. The list of every heap only
+ * grows at its head and its records are never unmapped, so the cursor and
+ * each all_next stay valid. */
+#define PEERS_PER_CUT 16
 void heap_collect_peers(hak_heap_t *self) {
   if (!collect_enter()) return;
   /* The clock is read only once a heap has frees waiting: the first pages
    * are cut during start-up too, where under a sanitizer's runtime
    * clock_gettime may not be callable yet (test_asan_preload). */
   uint32_t now = 0;
-  for (hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
-    if (h == self || h->unreachable) continue;
-    if (!atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) continue;
-    if (!now) now = os_now_ms() | 1;
-    collect_one(h, now, false);
+  hak_heap_t *start = self->peer_cursor ? self->peer_cursor : heap_all_first(), *h = start;
+  for (unsigned k = 0; k < PEERS_PER_CUT && h; k++) {
+    if (h != self && !h->unreachable && atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
+      if (!now) now = os_now_ms() | 1;
+      collect_one(h, now, false);
+    }
+    h = h->all_next ? h->all_next : heap_all_first(); /* the end wraps to the newest */
+    if (h == start) break;                            /* fewer heaps than PEERS_PER_CUT: all seen */
   }
+  self->peer_cursor = h;
   collect_leave();
 }
 

@@ -81,6 +81,7 @@ struct hak_heap {
   uint32_t    activity_seen;            /* under lock: `activity` at the last collector pass */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
+  hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
   /* First-class heaps (heap/user_heap.c): HAK_UHEAP_*, 0 for thread heaps
    * and the shared heap; their large blocks, linked through page next/prev. */
   _Atomic(uint8_t) user_state;
