@@ -26,6 +26,12 @@
 #define HAK_SECURE 0
 #endif
 
+/* The standard build's own block checks (HAK_CHECKS without HAK_SECURE):
+ * an exact block-start test before a block is freed or resized, and a mark
+ * in a freed block's second word. The secure build does both with the
+ * tail canary instead (heap/canary.h), so it has neither. */
+#define HAK_WORD_CHECKS (HAK_CHECKS && !HAK_SECURE)
+
 /* Builds with checks mark a freed block in its second word (front/front.h;
  * malloc wipes it). The secure build, which stops at a match without looking
  * further, mixes in the block's address: a mark copied with the contents of

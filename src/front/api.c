@@ -163,7 +163,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
   void *q;
   if (registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
-#if HAK_CHECKS && !HAK_SECURE /* secure: usable_ours checks the block start first */
+#if HAK_WORD_CHECKS /* secure: usable_ours checks the block start first */
     if (cls != HAK_CLASS_NONE && HAK_UNLIKELY(!block_is_live_start(p))) {
       report_invalid("realloc", p); /* glibc aborts; the block stays as it is */
       errno = EINVAL;

@@ -37,7 +37,7 @@ void free_checked(void *p) HAK_HIDDEN;
 /* The secure build marks blocks in their tails instead (heap/canary.h):
  * another thread may read a block's tail, which for 16-byte blocks is
  * the second word. */
-#if HAK_CHECKS && !HAK_SECURE
+#if HAK_WORD_CHECKS
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
 /* (the mark itself: HAK_FREE_MARK, hak_internal.h) */
 #else

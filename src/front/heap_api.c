@@ -143,7 +143,7 @@ HAK_EXPORT void *hak_heap_realloc(hak_heap_t *h, void *p, size_t n) {
   if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_realloc", h);
   size_t old;
   if (registry_has(p)) {
-#if HAK_CHECKS && !HAK_SECURE /* secure: usable_ours checks the block start first */
+#if HAK_WORD_CHECKS /* secure: usable_ours checks the block start first */
     if (segment_of(p)->slice_cls[slice_index(p)] != HAK_CLASS_NONE && !block_is_live_start(p)) {
       report_invalid("hak_heap_realloc", p); /* the block stays as it is */
       return fail(EINVAL);

@@ -177,7 +177,7 @@ HAK_NOINLINE void free_slow(void *p) {
       purge_tick_free();
       return;
     }
-#if HAK_CHECKS && !HAK_SECURE
+#if HAK_WORD_CHECKS
     /* Not a block start (interior, header): never written, never cached.
      * (Secure build: secure_check below tests the block start against the
      * page before it reads anything, as on the fast path.) */

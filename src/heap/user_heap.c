@@ -367,7 +367,7 @@ hak_heap_t *uheap_of(const void *p) {
 
 /* ---- free ------------------------------------------------------------------- */
 
-#if HAK_CHECKS && !HAK_SECURE
+#if HAK_WORD_CHECKS
 static bool on_free_list(const hak_page_t *pg, const void *p) {
   for (void *b = pg->free; b; b = block_next(pg, b))
     if (b == p) return true;
@@ -409,7 +409,7 @@ bool uheap_free(void *p) {
   }
   const char *bad = NULL;
   if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
-#if HAK_CHECKS && !HAK_SECURE /* the secure build checked p's tail (heap/canary.h) */
+#if HAK_WORD_CHECKS /* the secure build checked p's tail (heap/canary.h) */
   else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
 #if HAK_UHEAP_OWNER_CACHE
   /* in the owner's cache (which only the owner may walk): the stamp says it */
@@ -421,7 +421,7 @@ bool uheap_free(void *p) {
     report_bad("free", bad, p);
     return true;
   }
-#if HAK_CHECKS && !HAK_SECURE /* the secure build marked p's tail */
+#if HAK_WORD_CHECKS /* the secure build marked p's tail */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
   HAK_CSTAT_INC(pg->cls, HAK_CS_RETURNED);
@@ -484,7 +484,7 @@ static void cache_clear(hak_heap_t *h, bool give_back) {
     for (void *b = give_back ? oc->list[c] : NULL, *next; b; b = next) {
       next = *(void **)b;
       hak_page_t *pg = segment_of(b)->slice_page[slice_index(b)];
-#if HAK_CHECKS && !HAK_SECURE
+#if HAK_WORD_CHECKS
       ((uintptr_t *)b)[1] = HAK_FREE_MARK(b);
 #endif
       block_return(h, pg, b);
