@@ -92,8 +92,9 @@ typedef struct hak_page {
   struct hak_page *next;   /* heap list / abandoned list */
   struct hak_page *prev;
   _Atomic(hak_heap_t *) owner;    /* NULL when abandoned */
-  /* Blocks freed by other threads (MPSC stack), with bit 0 set while the page
-   * is queued on its owner's remote-page stack (see remote/remote.c). */
+  /* Blocks freed by other threads (MPSC stack): its first block's offset in
+   * the segment and its length, with bit 0 set while the page is queued on
+   * its owner's remote-page stack (layout in remote/remote.h). */
   _Atomic(uintptr_t)    remote;
   uint32_t  first_slice;
   /* 1 while abandoned and not yet claimed: an adopter claims the page by

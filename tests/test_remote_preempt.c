@@ -95,8 +95,9 @@ int main(int argc, char **argv)
         uintptr_t old = atomic_load(&page->remote);
         int ok = 0;
         while (!(old & HAK_REMOTE_QUEUED)) {
-            block_set_next(page, b, (void *)old); /* the link, as the library writes it */
-            if (atomic_compare_exchange_weak(&page->remote, &old, (uintptr_t)b | HAK_REMOTE_QUEUED)) {
+            block_set_next(page, b, remote_head(page, old)); /* the link and word, as the library writes them */
+            if (atomic_compare_exchange_weak(&page->remote, &old,
+                                             remote_word(b, remote_count(old) + 1u) | HAK_REMOTE_QUEUED)) {
                 ok = 1;
                 break;
             }

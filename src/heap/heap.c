@@ -201,20 +201,11 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max) {
   return n;
 }
 
-static void splice_remote(hak_page_t *p, bool keep_queued) {
-  void *head, *tail;
-  unsigned n = remote_take(p, keep_queued, &head, &tail);
-  if (!n) return;
-  block_set_next(p, tail, p->free);
-  p->free = head;
-  p->used -= n;
-}
-
 void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
   /* Owner first: the take below clears the queued bit, and the next remote
    * free signals whoever owner says. */
   atomic_store_explicit(&p->owner, h, memory_order_release);
-  splice_remote(p, false);
+  remote_take(p, false);
   if (page_has_free(p)) {
     p->state = HAK_PAGE_AVAIL;
     list_push_tail(&h->avail[p->cls], p);
@@ -226,7 +217,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
 
 void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
   if (h->collects[p->cls] < UINT16_MAX) h->collects[p->cls]++;
-  splice_remote(p, false);
+  remote_take(p, false);
   if (p->state == HAK_PAGE_FULL && page_has_free(p)) page_to_avail(h, p);
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
 }
@@ -376,7 +367,7 @@ bool heap_block_on_page(hak_heap_t *h, void *p) {
  * is known lost, so no thread will push it onto this heap's stack again. */
 static void page_release(hak_page_t *p) {
   p->next = p->prev = NULL;
-  splice_remote(p, true);
+  remote_take(p, true);
   if (p->used == 0) {
     atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
     page_cache_free(NULL, p); /* to the exchange: the next thread takes it */

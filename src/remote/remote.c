@@ -12,6 +12,18 @@
  * blocks are written and read through segment/free_list.h (encoded and
  * checked in the secure build); the page->remote word itself stays plain.
  *
+ * The word carries the list's length with its head (layout in remote.h: the
+ * first block's offset in its segment, 0 for none, and the block count). A
+ * pusher links its chain's last block to the old first block and swaps in
+ * its own first block with the count raised by its chain's length, in the
+ * same CAS, so list and count only ever change together and the owner's
+ * exchange takes both at once: it knows how many blocks came, and where the
+ * list starts, without reading any of them (it walks them only to join them
+ * to a local free list that is not empty; the walk used to read every block
+ * another thread had just written, to count them). A pusher preempted
+ * before its CAS has changed nothing; one preempted after it is done with
+ * the list. No ABA: only the owner removes, and it removes everything.
+ *
  * The bit also keeps a page alive: while it is set a signal may be in flight,
  * so the owner retires a page only when the word is 0 (no block pending, no
  * signal on its way) and no block is out (used == 0), after which no thread
@@ -89,8 +101,10 @@ static _Atomic(hak_page_t *) abandoned[HAK_NCLASSES];
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   do {
-    block_set_next(page, last, (void *)(old & ~HAK_REMOTE_QUEUED));
-  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, (uintptr_t)first | HAK_REMOTE_QUEUED,
+    block_set_next(page, last, remote_head(page, old));
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
+                                                  remote_word(first, remote_count(old) + (uintptr_t)n) |
+                                                      HAK_REMOTE_QUEUED,
                                                   memory_order_acq_rel, memory_order_relaxed));
   HAK_STAT_ADD(HAK_EV_REMOTE_FREE, n);
   HAK_STAT_INC(HAK_EV_REMOTE_BATCH);
@@ -108,19 +122,23 @@ void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   if (!top) collect_note_signal(h);
 }
 
-unsigned remote_take(hak_page_t *page, bool keep_queued, void **out_head, void **out_tail) {
+unsigned remote_take(hak_page_t *page, bool keep_queued) {
   uintptr_t v = atomic_exchange_explicit(&page->remote, keep_queued ? HAK_REMOTE_QUEUED : 0, memory_order_acq_rel);
-  void *list = (void *)(v & ~HAK_REMOTE_QUEUED);
-  unsigned n = 0;
-  void *tail = NULL;
-  hak_fl_walk_t w = fl_walk(page);
-  for (void *b = list; b; b = fl_next(&w, b)) {
-    tail = b;
-    n++;
+  unsigned n = remote_count(v);
+  if (!n) return 0;
+  void *head = remote_head(page, v);
+  /* The count came with the list: no walk, unless the local list is not
+   * empty and the remote list must end on it (the walk then reads only the
+   * blocks that came, so its cost stays with them). */
+  if (page->free) {
+    hak_fl_walk_t w = fl_walk(page);
+    void *tail = head, *b;
+    while ((b = fl_next(&w, tail)) != NULL) tail = b;
+    block_set_next(page, tail, page->free);
   }
-  *out_head = list;
-  *out_tail = tail;
-  if (n) HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
+  page->free = head;
+  page->used -= n;
+  HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
   return n;
 }
 
@@ -203,13 +221,7 @@ bool remote_collect_abandoned(void) {
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_page_t *keep = NULL, *p;
     while ((p = adopt_page(c)) != NULL) {
-      void *head, *tail;
-      unsigned n = remote_take(p, true, &head, &tail);
-      if (n) {
-        block_set_next(p, tail, p->free);
-        p->free = head;
-        p->used -= n;
-      }
+      remote_take(p, true);
       if (p->used == 0) {
         atomic_store_explicit(&p->remote, 0, memory_order_relaxed);
         segment_page_free(p);

@@ -5,15 +5,34 @@
 
 #include "hak_internal.h"
 
+/* The page's remote word (remote.c, opening comment): bit 0 "queued"; bits
+ * 4-20 the offset of the list's first block in its segment, 0 for an empty
+ * list (a segment opens with its header, never a block; blocks are 16-byte
+ * aligned); bits 32-63 the number of blocks on the list. */
 #define HAK_REMOTE_QUEUED ((uintptr_t)1)
+#define HAK_REMOTE_OFF_MASK ((uintptr_t)HAK_SEG_MASK & ~(uintptr_t)15)
+#define HAK_REMOTE_COUNT_SHIFT 32
+_Static_assert(HAK_SEG_SHIFT <= HAK_REMOTE_COUNT_SHIFT, "block offsets fit below the count");
+
+/* The word for a list of `count` blocks starting at `first` (queued bit clear). */
+HAK_INLINE uintptr_t remote_word(const void *first, uintptr_t count) {
+  return ((uintptr_t)first & HAK_REMOTE_OFF_MASK) | count << HAK_REMOTE_COUNT_SHIFT;
+}
+/* The first block of the list in word v of page's remote word, or NULL. */
+HAK_INLINE void *remote_head(const hak_page_t *page, uintptr_t v) {
+  uintptr_t off = v & HAK_REMOTE_OFF_MASK;
+  return off ? (void *)((uintptr_t)segment_of(page) + off) : NULL;
+}
+HAK_INLINE unsigned remote_count(uintptr_t v) { return (unsigned)(v >> HAK_REMOTE_COUNT_SHIFT); }
 
 /* Push the chain first..last (n blocks, linked through their first word) onto
  * the page's remote list with one CAS; the pusher that sets the queued bit
  * also puts the page on its owner's remote-page stack. */
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) HAK_HIDDEN;
 /* Owner side: take the page's whole remote list, leaving the queued bit as
- * `keep_queued` says; returns the block count, the chain in *head..*tail. */
-unsigned remote_take(hak_page_t *page, bool keep_queued, void **head, void **tail) HAK_HIDDEN;
+ * `keep_queued` says, onto the page's local free list (used counts them
+ * back); returns how many blocks came. */
+unsigned remote_take(hak_page_t *page, bool keep_queued) HAK_HIDDEN;
 /* Set the queued bit so no one signals the owner any more; true if it was
  * already set (a signal is on the owner's stack or on its way there). */
 bool remote_fence(hak_page_t *page) HAK_HIDDEN;
