@@ -1,0 +1,209 @@
+/* purge.c — gives free slices' memory back to the OS: the dirty budget's
+ * sweeps (seg_purge_policy, run by a thread that frees pages into its own
+ * shard), the purge deadline's work (segment_purge_aged, from the purger),
+ * malloc_trim's (segment_trim), and a destroyed first-class heap's pages
+ * purged at once (segment_pages_free_purged). The policy itself is described
+ * at the top of segment.c; the books it reads are in shard.h.
+ *
+ * Locks: a sweep holds the freeing thread's shard lock and only tries the
+ * others' (a busy shard is passed over); the deadline and trim take each
+ * shard's lock in turn, never two at once. No madvise runs under a
+ * process-wide lock. */
+#include "segment/shard.h"
+#include "os/os.h"
+#include "policy/config.h"
+#include "stats/stats.h"
+
+#define BUDGET_SHIFT_MAX 3
+
+/* Purge the free dirty slices of s idle for at least min_age ms, in runs.
+ * Slice 0's blocks start after the 8 KiB header; where a page is bigger
+ * (16 or 64 KiB pages on aarch64) the header shares slice 0's first page
+ * with them, madvise cannot drop them apart from it, and slice 0 is never
+ * purged: it stays counted as dirty while free, so the books never claim
+ * memory went back that did not. */
+static size_t purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
+  uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
+  if (SLICE0_START & (os_page_size() - 1)) d &= ~1u;
+  while (d) {
+    unsigned i = (unsigned)__builtin_ctz(d);
+    d &= d - 1;
+    if (now - s->freed_ms[i] >= min_age) todo |= 1u << i;
+  }
+  uint32_t left = todo;
+  while (left) {
+    unsigned a = (unsigned)__builtin_ctz(left);
+    unsigned b = a;
+    while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
+    uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? SLICE0_START : 0);
+    uint8_t *to = (uint8_t *)s + (size_t)(b + 1) * HAK_SLICE_SIZE;
+    os_purge(from, (size_t)(to - from));
+    uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
+    left &= ~run;
+  }
+  SUB(hak_seg_books.dirty, mask_bytes(todo));
+  SUB(hak_seg_shards[s->shard].dirty_slices, pop32(todo));
+  s->dirty_mask &= ~todo;
+  s->whole_mask &= ~todo;
+  /* A clean free slice's stamp is when it was purged (0: never touched). */
+  for (uint32_t m = todo; m; m &= m - 1) s->freed_ms[__builtin_ctz(m)] = now | 1;
+  return mask_bytes(todo);
+}
+
+/* sh locked: bytes purged. */
+static size_t purge_sweep(seg_shard_t *sh, uint32_t now, uint32_t min_age) {
+  size_t bytes = 0;
+  for (hak_segment_t *s = sh->head; s; s = s->next)
+    if (s->dirty_mask & s->free_mask) bytes += purge_segment(s, now, min_age);
+  return bytes;
+}
+
+/* Memory freed less than delay/8 ago is never purged: a producer/consumer
+ * program reuses it within milliseconds, and purging it would only trade a
+ * madvise now for page faults next. Far over budget, sweeps come more often
+ * and take younger memory, oldest first. One sweep at a time process-wide
+ * (a CAS on last_sweep_ms claims it); `held` is the caller's locked shard,
+ * the others are swept only if a try gets their lock. */
+void seg_purge_policy(seg_shard_t *held) {
+  size_t max = hak_config.dirty_max << LOAD(hak_seg_books.budget_shift);
+  if (LOAD(hak_seg_books.dirty) <= max) return;
+  uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
+  bool pressed = LOAD(hak_seg_books.dirty) > 2 * max;
+  uint32_t last = LOAD(hak_seg_books.last_sweep_ms);
+  if (now - last < (pressed ? floor_age : delay / 2)) return;
+  if (!atomic_compare_exchange_strong_explicit(&hak_seg_books.last_sweep_ms, &last, now, memory_order_relaxed, memory_order_relaxed))
+    return;
+  /* A program that cuts pages again out of what the last sweeps purged (more
+   * than half of it, within a delay) pays a madvise and then page faults for
+   * nothing: the budget doubles, up to 8x in the speed profile. One that
+   * does not halves it again. Memory idle for a whole delay still goes back
+   * by the deadline (segment_purge_aged), beyond the budget while the program
+   * keeps cutting pages and all of it once it stops. */
+  size_t refault = atomic_exchange_explicit(&hak_seg_books.refault, 0, memory_order_relaxed);
+  unsigned shift = LOAD(hak_seg_books.budget_shift), cap = hak_config.profile == HAK_PROFILE_SPEED ? BUDGET_SHIFT_MAX : 1;
+  if (refault > LOAD(hak_seg_books.last_sweep) / 2 && refault && shift < cap) shift++;
+  else if (refault < LOAD(hak_seg_books.last_sweep) / 8 && shift) shift--;
+  atomic_store_explicit(&hak_seg_books.budget_shift, shift, memory_order_relaxed);
+  max = hak_config.dirty_max << shift;
+  if (LOAD(hak_seg_books.dirty) <= max) return;
+  size_t before = LOAD(hak_seg_books.dirty);
+  for (uint32_t age = delay;; age /= 2) {
+    if (age < floor_age) age = floor_age;
+    purge_sweep(held, now, age);
+    for (unsigned i = 0; i < HAK_SEG_SHARDS && LOAD(hak_seg_books.dirty) > max; i++) {
+      seg_shard_t *sh = &hak_seg_shards[i];
+      if (sh == held || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
+      purge_sweep(sh, now, age);
+      hak_unlock(&sh->lock);
+    }
+    if (!pressed || age == floor_age || LOAD(hak_seg_books.dirty) <= max) break;
+  }
+  size_t after = LOAD(hak_seg_books.dirty);
+  atomic_store_explicit(&hak_seg_books.last_sweep, before > after ? before - after : 0, memory_order_relaxed);
+}
+
+/* A destroyed first-class heap's pages (heap/user_heap.c), when there are
+ * more of them than the dirty budget: their memory is purged now, outside
+ * any lock (detached, they are in no free mask yet: nobody else can take
+ * them), in runs of slices per segment, one madvise per run, then they go
+ * back clean, each under its own shard's lock (a cold path: one
+ * acquisition per page). The program is done with all of that memory at
+ * once, and the purge delay would keep it resident until the next slow path. */
+#define PURGE_SEGS 32
+void segment_pages_free_purged(hak_page_t *list) {
+  for (hak_page_t *pg = list; pg; pg = pg->next) segment_page_detach(pg);
+  bool header_shared = (SLICE0_START & (os_page_size() - 1)) != 0; /* slice 0 cannot be purged */
+  while (list) {
+    hak_segment_t *seg[PURGE_SEGS];
+    uint32_t runs[PURGE_SEGS];
+    unsigned n = 0;
+    hak_page_t *chunk = list, *last = NULL, *pg = list;
+    for (; pg; last = pg, pg = pg->next) { /* the pages of up to PURGE_SEGS segments */
+      hak_segment_t *s = segment_of(pg);
+      unsigned i = 0;
+      while (i < n && seg[i] != s) i++;
+      if (i == n) {
+        if (n == PURGE_SEGS) break;
+        seg[n] = s;
+        runs[n++] = 0;
+      }
+      unsigned k = pg->slice_count, f = pg->first_slice;
+      runs[i] |= (k == 32 ? ALL_SLICES : ((1u << k) - 1)) << f;
+    }
+    last->next = NULL;
+    list = pg;
+    for (unsigned i = 0; i < n; i++) {
+      if (header_shared) runs[i] &= ~1u;
+      for (uint32_t left = runs[i]; left;) {
+        unsigned a = (unsigned)__builtin_ctz(left), b = a;
+        while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
+        uint8_t *from = (uint8_t *)seg[i] + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? SLICE0_START : 0);
+        os_purge(from, (size_t)((uint8_t *)seg[i] + (size_t)(b + 1) * HAK_SLICE_SIZE - from));
+        left &= ~((b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1));
+      }
+    }
+    uint32_t now = os_now_ms();
+    for (hak_page_t *p = chunk, *next; p; p = next) {
+      next = p->next;
+      unsigned i = 0;
+      while (seg[i] != segment_of(p)) i++;
+      seg_shard_t *sh = &hak_seg_shards[seg[i]->shard];
+      shard_lock(sh);
+      HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
+      seg_page_free_locked(sh, p, now, runs[i]);
+      hak_unlock(&sh->lock);
+    }
+  }
+}
+
+/* The purge deadline's work for segments: every free slice idle for min_age
+ * ms (the purge delay) goes back, except, while the program keeps cutting
+ * pages, up to the dirty budget of it (see below). Returns when the next remaining dirty
+ * slice will be due, 0 if none is left; *any is set if something was purged. */
+uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
+  uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
+  /* A program that cut pages worth an eighth of the dirty budget since the
+   * last look is not idle: its free slices only looked idle (on a loaded
+   * machine a thread may wait a whole delay for a CPU; sizemix purged and
+   * re-faulted 130-250 MB in 2.4M operations), and purging them traded a
+   * madvise for page faults. Such a program keeps up to the (adapted) budget
+   * of aged memory, looked at again in half a delay; the rest, and all of
+   * it once the program stops cutting pages, goes back. */
+  size_t keep = 0, cut = atomic_exchange_explicit(&hak_seg_books.cut, 0, memory_order_relaxed);
+  size_t budget = hak_config.dirty_max << LOAD(hak_seg_books.budget_shift);
+  if (min_age && cut >= budget / 8) keep = budget;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    seg_shard_t *sh = &hak_seg_shards[i];
+    if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
+    shard_lock(sh);
+    seg_drain_returned(sh);
+    if (LOAD(hak_seg_books.dirty) > keep && purge_sweep(sh, now, min_age)) *any = true;
+    for (hak_segment_t *s = sh->head; s; s = s->next)
+      for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
+        uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
+        /* kept aged memory is looked at again in half a delay */
+        uint32_t left = age < delay ? delay - age : keep ? delay / 2 + 1 : 1;
+        if (left < youngest_left) youngest_left = left;
+      }
+    hak_unlock(&sh->lock);
+  }
+  return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
+}
+
+bool segment_trim(void) {
+  bool any = false;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    seg_shard_t *sh = &hak_seg_shards[i];
+    if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
+    shard_lock(sh);
+    seg_drain_returned(sh);
+    for (hak_segment_t *s = sh->head, *next; s; s = next) {
+      next = s->next;
+      if (s->free_mask == ALL_FREE && seg_unmap_if_safe(sh, s)) any = true;
+    }
+    for (hak_segment_t *s = sh->head; s; s = s->next)
+      if (s->dirty_mask & s->free_mask) { purge_segment(s, os_now_ms(), 0); any = true; }
+    hak_unlock(&sh->lock);
+  }
+  return any;
+}

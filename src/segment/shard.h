@@ -1,0 +1,90 @@
+/* shard.h — internal to src/segment: the shards' records and the
+ * process-wide books (free, dirty, returned bytes) that segment.c (mapping
+ * segments, cutting and freeing pages) and purge.c (the dirty budget, the
+ * purge deadline, trim) share, with the slice-mask arithmetic both use. */
+#ifndef HAK_SEGMENT_SHARD_H
+#define HAK_SEGMENT_SHARD_H
+
+#include "segment/segment.h"
+#include "os/lock.h"
+
+#define ALL_SLICES 0xffffffffu
+
+typedef struct seg_shard {
+  hak_lock_t lock;                   /* not process-wide: not counted */
+  hak_segment_t *head, *tail;        /* its segments with at least one free slice */
+  _Atomic(hak_page_t *) returned;    /* pages freed by other threads (segment.c) */
+  _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
+  _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
+} __attribute__((aligned(64))) seg_shard_t;
+
+extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
+
+/* Counters, relaxed: hints and statistics, each changed under the lock of the
+ * shard whose segment it counts (or by the CAS that pushes a returned page),
+ * read without one. */
+typedef struct seg_books {
+  _Atomic(size_t) empty;        /* segments entirely free */
+  _Atomic(size_t) dirty;        /* bytes of free slices holding touched memory */
+  _Atomic(size_t) free;         /* bytes of free slices */
+  _Atomic(size_t) returned;     /* bytes of pages waiting on returned stacks */
+  _Atomic(uint32_t) last_sweep_ms;
+  /* The dirty budget's adaptation (purge.c, seg_purge_policy): bytes of
+   * slices purged less than a delay ago and cut into a page again since the
+   * last sweep, what that sweep purged, and the budget's doubling count. */
+  _Atomic(size_t) refault, last_sweep;
+  _Atomic(unsigned) budget_shift;
+  /* Bytes of pages cut from segments since the purge deadline's last look:
+   * whether the program is still cutting pages (segment_purge_aged). */
+  _Atomic(size_t) cut;
+} seg_books_t;
+
+extern seg_books_t hak_seg_books HAK_HIDDEN;
+
+#define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
+#define SUB(v, n) atomic_fetch_sub_explicit(&(v), (n), memory_order_relaxed)
+#define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
+
+HAK_INLINE void shard_lock(seg_shard_t *sh) { hak_lock_local(&sh->lock); }
+
+#if HAK_SECURE
+/* Where slice 0's blocks start and which slices a free segment has: set by
+ * the first segment's guard geometry (segment.c). */
+extern size_t hak_seg_slice0_start HAK_HIDDEN;
+extern uint32_t hak_seg_all_free HAK_HIDDEN;
+#define SLICE0_START hak_seg_slice0_start
+#define ALL_FREE hak_seg_all_free
+#else
+#define SLICE0_START HAK_SEG_HDR_SIZE
+#define ALL_FREE ALL_SLICES
+#endif
+
+HAK_INLINE size_t slice_usable(unsigned i) { return i == 0 ? HAK_SLICE_SIZE - SLICE0_START : HAK_SLICE_SIZE; }
+
+/* Bits set in a slice mask. __builtin_popcount without -mpopcnt (the
+ * baseline x86_64 target) is a call into libgcc's table walk: 5% of the
+ * instructions of a large-block churn (bench_prodcons 2 20000 16 64K). */
+HAK_INLINE unsigned pop32(uint32_t m) {
+  m = m - ((m >> 1) & 0x55555555u);
+  m = (m & 0x33333333u) + ((m >> 2) & 0x33333333u);
+  return (((m + (m >> 4)) & 0x0f0f0f0fu) * 0x01010101u) >> 24;
+}
+
+HAK_INLINE size_t mask_bytes(uint32_t m) {
+  size_t b = (size_t)pop32(m & ~1u) * HAK_SLICE_SIZE;
+  if (m & 1u) b += slice_usable(0);
+  return b;
+}
+
+/* sh locked: the pages other threads returned go back to their segments. */
+void seg_drain_returned(seg_shard_t *sh) HAK_HIDDEN;
+/* sh locked: a detached page's slices back into its segment, stamped freed
+ * at `now`; those in `clean` were purged already. May unmap the segment. */
+void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) HAK_HIDDEN;
+/* sh locked: an empty segment of sh unmapped if nothing can still read its
+ * page records; true if it was. */
+bool seg_unmap_if_safe(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+/* held locked: the dirty budget's sweep, if it is over budget (purge.c). */
+void seg_purge_policy(seg_shard_t *held) HAK_HIDDEN;
+
+#endif
