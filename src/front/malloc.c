@@ -187,9 +187,9 @@ HAK_NOINLINE void free_slow(void *p) {
     }
 #endif
 #if HAK_SECURE
-    size_t bsize = secure_check("free", p, &hak_block_check[cls + 1]);
+    /* Checked and marked free in one pass (the wipe leaves the tail). */
+    size_t bsize = secure_free_check(p, &hak_block_check[cls + 1]);
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, bsize);
-    canary_mark_free(p, bsize);
 #endif
     /* A block of a first-class heap: its slice map entry is a cap-0
      * sentinel, so it always comes here, and goes back to its heap. */
