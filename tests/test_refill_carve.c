@@ -1,0 +1,76 @@
+/* test_refill_carve - a refill takes a page's freed blocks before it carves
+ * new ones (heap/heap.c, heap_take): while any block of the page is free, no
+ * fresh block is carved (written, made resident).
+ *
+ * Linked with libhakmem.a, to call the refill (heap_take) and the flush
+ * (heap_return_blocks) of the thread's own heap directly.  For several
+ * classes: take blocks, give a few back to their page, refill for more than
+ * the page has free (those, and in the secure build the extra blocks its
+ * shuffled carve left there): the refill must hand out exactly the free
+ * blocks, and the page's uncarved end must not move.  A second refill, with nothing free, carves.
+ *
+ * usage: test_refill_carve
+ */
+#include "hak_test.h"
+#include "heap/heap.h"
+#include "heap/size_class.h"
+#include "segment/free_list.h"
+
+#define TAKE 8
+#define BACK 3
+#define MORE 40 /* the second refill asks for more than the page has free */
+
+int main(void)
+{
+    hak_test_name = "test_refill_carve";
+    free(malloc(16)); /* the thread's heap exists from here on */
+    CHECK(hak_tls.state == HAK_THREAD_LIVE, "no thread heap");
+    hak_heap_t *h = hak_tls.heap;
+    static const size_t sizes[] = {48, 256, 1000, 3000};
+    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        unsigned cls = size_class_of(sizes[s]);
+        void *a[TAKE], *b[MORE], *c[MORE];
+        unsigned n = heap_take(h, cls, a, TAKE);
+        CHECK(n == TAKE, "class of %zu B: the first refill gave %u blocks, not %u", sizes[s], n, TAKE);
+        hak_page_t *p = page_of(a[TAKE - 1]);
+        unsigned kept = 0; /* the blocks of a's last page go back, BACK of them */
+        for (unsigned i = 0; i < TAKE && kept < BACK; i++)
+            if (page_of(a[i]) == p) {
+                void *t = a[kept];
+                a[kept] = a[i];
+                a[i] = t;
+                kept++;
+            }
+        CHECK(kept == BACK, "class of %zu B: only %u blocks on one page", sizes[s], kept);
+        heap_return_blocks(h, a, BACK);
+        CHECK(h->avail[cls].head == p, "class of %zu B: the page is not the class's current page", sizes[s]);
+        uint8_t *bump = p->bump;
+        CHECK(bump < p->end, "class of %zu B: the page is carved to its end", sizes[s]);
+        void *freed[MORE]; /* the page's free list: ours, and in the secure build carved extras */
+        unsigned nfree = 0;
+        for (void *x = p->free; x && nfree < MORE; x = block_next(p, x))
+            freed[nfree++] = x;
+        CHECK(nfree >= BACK && nfree < MORE, "class of %zu B: %u blocks free on the page", sizes[s], nfree);
+        n = heap_take(h, cls, b, MORE);
+        CHECK(n == nfree, "class of %zu B: with %u blocks free on the page a refill of %u gave %u (carved %td bytes)",
+              sizes[s], nfree, MORE, n, p->bump - bump);
+        CHECK(p->bump == bump, "class of %zu B: the refill carved %td bytes while freed blocks were there", sizes[s],
+              p->bump - bump);
+        for (unsigned i = 0; i < n; i++) {
+            unsigned j = 0;
+            while (j < nfree && freed[j] != b[i])
+                j++;
+            CHECK(j < nfree, "class of %zu B: the refill gave a block that was not free", sizes[s]);
+        }
+        unsigned m = heap_take(h, cls, c, MORE); /* nothing free now: carves */
+        CHECK(m >= 1 && p->bump > bump, "class of %zu B: with nothing free the refill did not carve (%u blocks)",
+              sizes[s], m);
+        heap_return_blocks(h, c, m);
+        heap_return_blocks(h, b, n);
+        heap_return_blocks(h, a + BACK, TAKE - BACK);
+    }
+    printf("test_refill_carve: OK: 4 classes; a refill for %u blocks with %u or more (fewer than %u) free on the "
+           "page took those and carved nothing; with none free it carved\n",
+           MORE, BACK, MORE);
+    return 0;
+}
