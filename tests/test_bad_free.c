@@ -6,6 +6,8 @@
  * that expectation:
  *   interior       free(p + 32) on a live 100-byte block; the next mallocs of
  *                  that size must not overlap p (glibc aborts here)
+ *   interior0      free(p + 16) on a live 100-byte block in slice 0 of its
+ *                  segment (its page starts after the header), the same
  *   huge-unmapped  a 100 MiB block freed twice, the second time after its
  *                  mapping is gone (glibc's free crashed on it)
  *   huge-reused    HAKMEM_PROFILE=lean: a 3 MiB block freed (unmapped at
@@ -51,6 +53,39 @@ static int child_interior(void) {
   for (int i = 0; i < 100; i++)
     if (p[i] != 1) return 4;
   free(p);
+  return 0;
+}
+
+/* The same in slice 0 of a segment, whose page starts after the header
+ * (the free path's block-start test takes that into account there). */
+static int child_interior0(void) {
+  char *keep[4096], *p = NULL;
+  unsigned n = 0;
+  while (n < 4096 && !p) {
+    char *b = malloc(100);
+    if (!b) return 5;
+    keep[n++] = b;
+    uintptr_t off = (uintptr_t)b & (SEG - 1);
+    if (off >= 8192 && off < 65536 - 200) p = b;
+  }
+  if (!p) {
+    fprintf(stderr, "child: no 100-byte block in slice 0 of a segment: case not reproduced\n");
+    return 77;
+  }
+  memset(p, 1, 100);
+  printf("%p\n", (void *)(p + 16));
+  fflush(stdout);
+  free(hide(p + 16));
+  for (int i = 0; i < 64; i++) {
+    char *q = malloc(100);
+    if (q < p + 100 && q + 100 > p) {
+      fprintf(stderr, "child: malloc(100) = %p overlaps the live block %p\n", (void *)q, (void *)p);
+      return 3;
+    }
+  }
+  for (int i = 0; i < 100; i++)
+    if (p[i] != 1) return 4;
+  for (unsigned i = 0; i < n; i++) free(keep[i]);
   return 0;
 }
 
@@ -160,6 +195,7 @@ static int run_case(const char *self, const char *name, const char *env) {
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "case") == 0) {
     if (strcmp(argv[2], "interior") == 0) return child_interior();
+    if (strcmp(argv[2], "interior0") == 0) return child_interior0();
     if (strcmp(argv[2], "huge-unmapped") == 0) return child_huge_unmapped();
     if (strcmp(argv[2], "huge-reused") == 0) return child_huge_reused();
     if (strcmp(argv[2], "header") == 0) return child_header();
@@ -174,6 +210,7 @@ int main(int argc, char **argv) {
   free(probe);
   int fails = 0;
   fails += run_case(argv[0], "interior", NULL);
+  fails += run_case(argv[0], "interior0", NULL);
   fails += run_case(argv[0], "huge-unmapped", NULL);
   fails += run_case(argv[0], "huge-reused", "HAKMEM_PROFILE=lean");
   fails += run_case(argv[0], "header", "HAKMEM_PROFILE=lean");
@@ -181,6 +218,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_bad_free: FAIL: %d case(s) not contained\n", fails);
     return 1;
   }
-  printf("test_bad_free: OK: interior pointer, freed-and-unmapped huge block, pointers into a segment header\n");
+  printf("test_bad_free: OK: interior pointers (also in slice 0), freed-and-unmapped huge block, pointers into a segment header\n");
   return 0;
 }
