@@ -21,6 +21,7 @@
 #include "heap/heap.h"
 #include "remote/remote.h"
 #include "segment/free_list.h"
+#include "heap/canary.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -94,6 +95,12 @@ int main(int argc, char **argv)
          * page's owner is still running, so the bit is clear */
         uintptr_t old = atomic_load(&page->remote);
         int ok = 0;
+#if HAK_SECURE
+        /* free() marks a block's tail free before the block can reach a
+         * remote list (heap/canary.h); malloc takes that mark for the
+         * block's canary when it hands it out again */
+        canary_mark_free(b, page->bsize);
+#endif
         while (!(old & HAK_REMOTE_QUEUED)) {
             block_set_next(page, b, remote_head(page, old)); /* the link and word, as the library writes them */
             if (atomic_compare_exchange_weak(&page->remote, &old,

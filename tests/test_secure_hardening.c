@@ -25,6 +25,11 @@
  *   guard-again a 100 KB block freed and asked for again: SIGSEGV past it
  *   stamp-copy  user data copied from another block's freed memory (the free
  *               mark included) is not taken for a double free: exits 0
+ *   tail-after-free  a write after free over the tail (free mark) of a
+ *               block in the thread's cache; malloc hands the block out
+ *               again and its next free must abort ("heap overflow after
+ *               block": malloc seals from the mark it reads, where a
+ *               recomputed canary hid the write)
  *   heap-large  a first-class heap's large block on a page that was cached
  *               with its guard: all of its usable size is writable
  *   zero-read   a read of a malloc(0) block: "zero-size block"
@@ -239,6 +244,19 @@ static void case_stamp_copy(void)
     free(p2);                                       /* an ordinary free */
 }
 
+static void case_tail_after_free(void)
+{
+    enum { N = 40, BSIZE = 48 }; /* N + 8 bytes: the 48-byte class, its tail at 40 */
+    free(malloc(ht_hide(N)));    /* the class's cache in use */
+    char *p = malloc(ht_hide(N));
+    CHECK(p != NULL && malloc_usable_size(p) == N, "malloc(%d) gave %p", N, (void *)p);
+    free(p);
+    memset(ht_hide_ptr(p + BSIZE - 8), 'A', 8); /* the write after free */
+    char *q = malloc(ht_hide(N));
+    CHECK(q == p, "the cache handed out %p, not the block freed (%p)", (void *)q, (void *)p);
+    free(ht_hide_ptr(q));
+}
+
 static void case_zero_read(void)
 {
     volatile char *p = malloc(ht_hide(0));
@@ -392,6 +410,7 @@ static const hcase_t cases[] = {
     {"guard-reuse", case_guard_reuse, 0, NULL},
     {"guard-again", case_guard_again, SIGSEGV, NULL},
     {"stamp-copy", case_stamp_copy, 0, NULL},
+    {"tail-after-free", case_tail_after_free, SIGABRT, "heap overflow after block"},
     {"heap-large", case_heap_large, 0, NULL},
     {"zero-read", case_zero_read, SIGABRT, "zero-size block"},
     {"zero-use", case_zero_use, 0, NULL},

@@ -169,7 +169,7 @@ HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count != 0)) {
     void *p = b->slots[--b->count];
-    canary_seal(p, block_check_at(off)->size, n);
+    canary_seal_free(p, block_check_at(off)->size, n);
     return p;
   }
   return alloc_bin_slow_n(b, n);

@@ -89,6 +89,20 @@ HAK_INLINE void canary_seal(void *b, size_t bsize, size_t n) {
   memcpy((char *)b + n, &f, 8);
 }
 
+/* The same for a block known to be free (popped from a thread cache: every
+ * block enters one marked free, its tail canary_of(b)): the tail's free mark
+ * is the block's canary, read instead of computed again (the line is written
+ * next anyway). A free mark overwritten while the block was cached (a write
+ * after free) is carried into the seal, so the block's next free reports it,
+ * where a recomputed canary would have hidden it. */
+HAK_INLINE void canary_seal_free(void *b, size_t bsize, size_t n) {
+  uint64_t g = bsize - n, t = tail_load(b, bsize) ^ g;
+  __atomic_store_n(tail_of(b, bsize), t, __ATOMIC_RELAXED);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  uint64_t f = canary_repeat(t, g);
+  memcpy((char *)b + n, &f, 8);
+}
+
 /* b is handed out and its tail and the 8 bytes after the request are intact. */
 HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
   uint64_t t = tail_load(b, bsize), g = t ^ canary_of(b), f;
