@@ -300,9 +300,12 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   busy_begin(h);
   h->activity++;
   unsigned i = 0, remote = 0;
+  hak_page_t *next = n ? page_of(blocks[0]) : NULL;
   while (i < n) {
+    /* The run of blocks from one page: one update of the page record (ours)
+     * or one CAS (another heap's) for all of them. */
+    hak_page_t *p = next;
     void *b = blocks[i];
-    hak_page_t *p = page_of(b);
     hak_heap_t *owner = atomic_load_explicit(&p->owner, memory_order_acquire);
     /* A page whose thread has exited: take it over rather than feed it remote
      * frees nobody collects, so it can empty and go back to its segment. */
@@ -310,24 +313,28 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       heap_page_adopted(h, p);
       owner = h;
     }
+    unsigned k = 1;
     if (owner == h) {
+      /* Onto the free list in the order single pushes would give: the run's
+       * last block on top. */
       block_set_next(p, b, p->free);
+      for (i++; i < n && (next = page_of(blocks[i])) == p; i++, k++) {
+        block_set_next(p, blocks[i], b);
+        b = blocks[i];
+      }
       p->free = b;
-      p->used--;
+      p->used -= k;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
       if (p->used == 0) page_maybe_retire(h, p);
-      i++;
-      continue;
+    } else {
+      void *first = b;
+      for (i++; i < n && (next = page_of(blocks[i])) == p; i++, k++) {
+        block_set_next(p, b, blocks[i]);
+        b = blocks[i];
+      }
+      remote_push(p, first, b, k);
+      remote += k;
     }
-    /* Not ours: chain the run of blocks from the same page, one CAS for all. */
-    void *first = b, *last = b;
-    unsigned k = 1;
-    for (i++; i < n && page_of(blocks[i]) == p; i++, k++) {
-      block_set_next(p, last, blocks[i]);
-      last = blocks[i];
-    }
-    remote_push(p, first, last, k);
-    remote += k;
   }
   busy_end(h);
   heap_unlock(h);
