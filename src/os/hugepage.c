@@ -91,8 +91,9 @@ void *os_map_segment(void) {
     if (p != MAP_FAILED) munmap(p, HAK_SEG_SIZE); /* cannot happen: hugetlb mappings are aligned */
     HAK_OS_STAT_INC(HAK_EV_HUGETLB_FALLBACK);
   }
-  s = os_map_aligned_unnamed(HAK_SEG_SIZE, HAK_SEG_SIZE, true);
+  s = os_reserve_segment();
   if (!s) return NULL;
+  os_account_map(HAK_SEG_SIZE);
   os_name(s, HAK_SEG_SIZE, "hakmem-segment");
   s->_r[1] = hak_config.loaded; /* else the options reach it at its next page */
   switch (hak_config.thp) {

@@ -110,7 +110,7 @@ void *os_map(size_t size) {
 /* Start of the last aligned mapping: the next one is asked for below it. */
 static _Atomic(uintptr_t) aligned_below;
 
-void *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) {
+void *os_map_aligned_unaccounted(size_t size, size_t align, bool try_plain) {
   size_t span = align_up(size, align);
   if (span < size) return NULL;
   if (try_plain) {
@@ -120,7 +120,6 @@ void *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) {
     if (!p) return NULL;
     if (((uintptr_t)p & (align - 1)) == 0) {
       atomic_store_explicit(&aligned_below, (uintptr_t)p, memory_order_relaxed);
-      os_account_map(size);
       return p;
     }
     raw_unmap(p, size);
@@ -134,8 +133,13 @@ void *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) {
   size_t tail = (size_t)((q + over) - (a + size));
   if (tail) raw_unmap(a + size, tail);
   atomic_store_explicit(&aligned_below, (uintptr_t)a, memory_order_relaxed);
-  os_account_map(size);
   return a;
+}
+
+void *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) {
+  void *p = os_map_aligned_unaccounted(size, align, try_plain);
+  if (p) os_account_map(size);
+  return p;
 }
 
 /* Outside segments (os_map_segment), aligned mappings are huge blocks. */
@@ -149,6 +153,8 @@ void os_unmap(void *p, size_t size) {
   raw_unmap(p, size);
   atomic_fetch_sub_explicit(&hak_mapped_bytes, size, memory_order_relaxed);
 }
+
+void os_unmap_unaccounted(void *p, size_t size) { raw_unmap(p, size); }
 
 void os_purge(void *p, size_t size) {
   need_page_aligned("madvise", p, size);
@@ -222,5 +228,6 @@ void os_set_reclaim(bool (*fn)(void)) { atomic_store_explicit(&reclaim_fn, fn, m
 
 bool os_reclaim(void) {
   bool (*fn)(void) = atomic_load_explicit(&reclaim_fn, memory_order_relaxed);
-  return fn && fn();
+  bool any = os_reserve_release();
+  return (fn && fn()) || any;
 }

@@ -13,6 +13,9 @@ void  *os_map(size_t size) HAK_HIDDEN;                    /* page-granular, zero
 void  *os_map_aligned(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
 void  *os_map_aligned_unnamed(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
 void   os_unmap(void *p, size_t size) HAK_HIDDEN;
+/* The same, counted nowhere (reserve.c counts a segment when it hands it out). */
+void  *os_map_aligned_unaccounted(size_t size, size_t align, bool try_plain) HAK_HIDDEN;
+void   os_unmap_unaccounted(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 void   os_populate(void *p, size_t size) HAK_HIDDEN;      /* make resident now (a hint: may do nothing) */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
@@ -29,6 +32,13 @@ void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping mad
  * segment is dense (HAKMEM_THP=auto). Both run under the segment's shard lock. */
 void  *os_map_segment(void) HAK_HIDDEN;
 void   os_segment_in_use(void *seg, unsigned used_slices) HAK_HIDDEN;
+/* reserve.c: a 2 MiB segment-aligned range of fresh memory, uncounted, cut
+ * from address space reserved several segments at a time (NULL when the
+ * kernel refuses even one); and giving back the reserved rest (true if
+ * there was some), when the address space runs out. */
+void  *os_reserve_segment(void) HAK_HIDDEN;
+bool   os_reserve_release(void) HAK_HIDDEN;
+void   os_reserve_atfork_child(void) HAK_HIDDEN;
 /* Name a mapping in /proc/PID/maps ("[anon:NAME]"); ignored where the kernel cannot. */
 void   os_name(void *p, size_t size, const char *name) HAK_HIDDEN;
 /* Out of address space: ask the layer above (through a hook it sets, since

@@ -557,6 +557,7 @@ void segment_atfork_parent(void) {
 }
 void segment_atfork_child(void) {
   for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) hak_lock_reset(&hak_seg_shards[i].lock);
+  os_reserve_atfork_child();
 #if HAK_SECURE
   os_random_atfork_child(); /* new segments of the child get keys the parent cannot guess */
 #endif
