@@ -52,7 +52,7 @@ void   hak_heap_delete(hak_heap_t *heap);
  * One set of counters, the one HAKMEM_STATS=1 prints at exit. What a build
  * counts differs (docs/build.md): `valid` says which groups hold figures. */
 #define HAK_STATS_VERSION 1
-#define HAK_STATS_CLASSES 72
+#define HAK_STATS_CLASSES 96
 
 #define HAK_STATS_HAVE_MEMORY 0x1u  /* memory: every build */
 #define HAK_STATS_HAVE_OS     0x2u  /* os: every build */
@@ -87,10 +87,10 @@ typedef struct hak_stats {
     uint64_t process_resident;      /* the whole process's resident memory (VmRSS) */
     uint64_t process_resident_peak; /* its peak (VmHWM; hak_stats_reset resets it) */
   } memory;
-  struct {                   /* blocks up to 32 KiB counted where they leave and reach their pages */
+  struct {                   /* blocks up to 256 KiB counted where they leave and reach their pages */
     uint64_t small_allocated, small_freed, small_live;                /* blocks */
     uint64_t small_bytes_allocated, small_bytes_freed, small_bytes_live;
-    uint64_t large_allocated, large_freed;  /* blocks of 32 KiB..~2 MiB (slice runs) */
+    uint64_t large_allocated, large_freed;  /* blocks of 256 KiB..~2 MiB (slice runs) */
     uint64_t huge_allocated, huge_freed;    /* blocks with a mapping of their own */
   } blocks;
   struct {                   /* system calls, and how many failed */

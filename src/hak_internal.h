@@ -60,10 +60,24 @@ extern uintptr_t hak_free_key __attribute__((visibility("hidden")));
 #define HAK_SLICES       32               /* slices per segment */
 #define HAK_SEG_HDR_SIZE ((size_t)8192)   /* slice 0 loses this much to the header */
 
-#define HAK_NCLASSES     72               /* 16 B .. 32 KiB */
+#define HAK_NCLASSES     96               /* 16 B .. 256 KiB */
 #define HAK_CLASS_NONE   HAK_NCLASSES     /* large/huge/free slices: bin with cap 0 */
 #define HAK_SMALL_TAB_MAX 1024            /* sizes served by the lookup table */
-#define HAK_MID_MAX      ((size_t)32768)  /* largest size served by a size class */
+/* Largest size served by a size class. The secure build stops at 32 KiB:
+ * above it a block is a large page of its own, with a guard page after it
+ * (test_secure_hardening guard-large), which a class block cannot have. */
+#if HAK_SECURE
+#define HAK_MID_MAX      ((size_t)32768)
+#else
+#define HAK_MID_MAX      ((size_t)262144)
+#endif
+/* A calloc or a moving realloc for more than this takes a large page even
+ * where a class would serve: a large page knows when its memory is fresh
+ * from the OS, so calloc skips the memset (test_calloc_zero: 100 callocs of
+ * 256 KiB through the classes grew RSS by 25 MiB), and it grows in place,
+ * where a buffer realloc'd through the classes (12.5% apart) would move at
+ * every class step. */
+#define HAK_CLASS_ZERO_MAX ((size_t)32768)
 #define HAK_MIN_ALIGN    16               /* alignof(max_align_t) */
 /* A large block lives in slices 1..31; up to 15 slices, so that at least two
  * share a segment: bigger ones get a mapping of their own. */

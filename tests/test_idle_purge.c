@@ -16,7 +16,8 @@
  *                               or a profile that turns it on)
  *        test_idle_purge tick   no background purger: the program is nearly
  *                               idle, making one allocation that takes a slow
- *                               path (a 64 KiB block, not written) per delay;
+ *                               path (a 300 KiB block, above the size
+ *                               classes, not written) per delay;
  *                               those slow paths must return it
  * On glibc (HAKMEM_TEST_PLAIN=1) the figures are printed, not checked.
  */
@@ -45,9 +46,10 @@ static double idle_until(size_t limit, double deadline_ms, size_t *rss)
         if (*rss <= limit || waited > deadline_ms)
             return waited;
         if (g_tick && ht_now_ms() >= next_call) {
-            /* Nearly idle: one slow-path call (a 64 KiB block) per delay. */
-            void *p = malloc(ht_hide(64 * 1024));
-            CHECK(p != NULL, "malloc(64 KiB) failed");
+            /* Nearly idle: one slow-path call (a 300 KiB block: a large
+             * page, never cached) per delay. */
+            void *p = malloc(ht_hide(300 * 1024));
+            CHECK(p != NULL, "malloc(300 KiB) failed");
             free(p);
             next_call += g_delay_ms;
         }

@@ -30,7 +30,7 @@ static pthread_barrier_t step;
 
 static void *passing_thread(void *arg) {
   (void)arg;
-  for (size_t s = 16; s <= 32768; s = s < 128 ? s + 16 : s + s / 8) {
+  for (size_t s = 16; s <= 256 * 1024; s = s < 128 ? s + 16 : s + s / 8) {
     char *p = malloc(s);
     CHECK(p != NULL, "malloc(%zu)", s);
     memset(p, 1, s);

@@ -68,7 +68,7 @@ static void light_activity(double seconds)
          * background purger (HAKMEM_BACKGROUND_PURGE=0, the speed default)
          * HAKMEM runs its purge deadline on slow paths, and cache hits alone
          * never reach one. */
-        void *big = malloc(192 * 1024);
+        void *big = malloc(512 * 1024); /* above the size classes (256 KiB): a large page */
         CHECK(big != NULL, "malloc failed");
         free(big);
         usleep(10000);

@@ -22,7 +22,7 @@
 
 size_t heap_thread_cached_bytes(void);
 extern const uint32_t hak_class_size[];
-#define NCLASSES 72
+#define NCLASSES 96
 
 static size_t budget = 8 << 20;
 

@@ -99,7 +99,7 @@ static void *heap_calloc_core(hak_heap_t *h, size_t count, size_t size) {
   size_t total;
   if (HAK_UNLIKELY(__builtin_mul_overflow(count, size, &total))) return fail(ENOMEM);
   if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_calloc", h);
-  if (total > HAK_MID_MAX - HAK_TAIL) return heap_large(h, total, HAK_MIN_ALIGN, true);
+  if (total > HAK_CLASS_ZERO_MAX - HAK_TAIL) return heap_large(h, total, HAK_MIN_ALIGN, true);
   void *p = heap_class(h, size_class_of(total + HAK_TAIL), total);
   if (p) memset(p, 0, total);
   return p;

@@ -83,6 +83,30 @@ const hak_block_check_t hak_block_check[HAK_NCLASSES + 2] = {
   {0x6db6db6db6db6db7ull, 0, 12, 28672}, /* class 69: 28672 B */
   {0xeeeeeeeeeeeeeeefull, 0, 11, 30720}, /* class 70: 30720 B */
   {0x0000000000000001ull, 0, 15, 32768}, /* class 71: 32768 B */
+  {0x8e38e38e38e38e39ull, 0, 12, 36864}, /* class 72: 36864 B */
+  {0xcccccccccccccccdull, 0, 13, 40960}, /* class 73: 40960 B */
+  {0x2e8ba2e8ba2e8ba3ull, 0, 12, 45056}, /* class 74: 45056 B */
+  {0xaaaaaaaaaaaaaaabull, 0, 14, 49152}, /* class 75: 49152 B */
+  {0x4ec4ec4ec4ec4ec5ull, 0, 12, 53248}, /* class 76: 53248 B */
+  {0x6db6db6db6db6db7ull, 0, 13, 57344}, /* class 77: 57344 B */
+  {0xeeeeeeeeeeeeeeefull, 0, 12, 61440}, /* class 78: 61440 B */
+  {0x0000000000000001ull, 0, 16, 65536}, /* class 79: 65536 B */
+  {0x8e38e38e38e38e39ull, 0, 13, 73728}, /* class 80: 73728 B */
+  {0xcccccccccccccccdull, 0, 14, 81920}, /* class 81: 81920 B */
+  {0x2e8ba2e8ba2e8ba3ull, 0, 13, 90112}, /* class 82: 90112 B */
+  {0xaaaaaaaaaaaaaaabull, 0, 15, 98304}, /* class 83: 98304 B */
+  {0x4ec4ec4ec4ec4ec5ull, 0, 13, 106496}, /* class 84: 106496 B */
+  {0x6db6db6db6db6db7ull, 0, 14, 114688}, /* class 85: 114688 B */
+  {0xeeeeeeeeeeeeeeefull, 0, 13, 122880}, /* class 86: 122880 B */
+  {0x0000000000000001ull, 0, 17, 131072}, /* class 87: 131072 B */
+  {0x8e38e38e38e38e39ull, 0, 14, 147456}, /* class 88: 147456 B */
+  {0xcccccccccccccccdull, 0, 15, 163840}, /* class 89: 163840 B */
+  {0x2e8ba2e8ba2e8ba3ull, 0, 14, 180224}, /* class 90: 180224 B */
+  {0xaaaaaaaaaaaaaaabull, 0, 16, 196608}, /* class 91: 196608 B */
+  {0x4ec4ec4ec4ec4ec5ull, 0, 14, 212992}, /* class 92: 212992 B */
+  {0x6db6db6db6db6db7ull, 0, 15, 229376}, /* class 93: 229376 B */
+  {0xeeeeeeeeeeeeeeefull, 0, 14, 245760}, /* class 94: 245760 B */
+  {0x0000000000000001ull, 0, 18, 262144}, /* class 95: 262144 B */
   {0, 0, 0, 0}, /* v = HAK_CLASS_NONE + 1: large blocks (capacity 0) */
 };
 

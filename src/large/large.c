@@ -1,4 +1,4 @@
-/* large.c — blocks above 32 KiB.
+/* large.c — blocks above 256 KiB.
  *
  * Up to 15 slices (960 KiB) a large block is a page of its own inside a
  * segment: no system call, and its slices return to the segment (and its
