@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,28 @@ static inline double bench_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The start of a timed multi-threaded run, on one barrier counting the
+ * workers and main: every worker calls bench_start_wait before its work,
+ * main calls bench_start_clock, which returns the start time. The first
+ * round has every thread created and waiting; main reads the clock; the
+ * second round releases them. Read after a single release, the clock missed
+ * the workers' first milliseconds whenever main, having just woken them, was
+ * descheduled (up to 58 ms of a 0.1-0.2 s bench_oversub run on 2 busy
+ * cores); read before it, it counted the workers' start-up. */
+static inline void bench_start_wait(pthread_barrier_t *b)
+{
+    pthread_barrier_wait(b);
+    pthread_barrier_wait(b);
+}
+
+static inline double bench_start_clock(pthread_barrier_t *b)
+{
+    pthread_barrier_wait(b);
+    double t0 = bench_now();
+    pthread_barrier_wait(b);
+    return t0;
 }
 
 static BENCH_UNUSED void bench_die(const char *prog, const char *msg)

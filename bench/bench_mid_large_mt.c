@@ -33,7 +33,7 @@ static void *worker_main(void *arg)
     const uint32_t span = (uint32_t)(w->max - w->min + 1);
     uint64_t checksum = 0;
 
-    pthread_barrier_wait(w->start);
+    bench_start_wait(w->start);
     for (uint64_t i = 0; i < w->iters; i++) {
         uint64_t r = bench_rng_next(&rng);
         uint32_t idx = bench_range((uint32_t)(r >> 32), nslots);
@@ -95,8 +95,7 @@ int main(int argc, char **argv)
         if (pthread_create(&w[t].tid, NULL, worker_main, &w[t]) != 0)
             bench_die(prog, "pthread_create failed");
     }
-    pthread_barrier_wait(&start);
-    double t0 = bench_now();
+    double t0 = bench_start_clock(&start);
     pthread_barrier_wait(&start);
     double secs = bench_now() - t0;
     uint64_t checksum = 0;

@@ -10,10 +10,11 @@
  * this many threads on few cores, a thread is often preempted inside the
  * allocator, so whatever it holds then (a lock) stalls the others.
  *
- * The clock starts before main releases the start barrier, where every
- * worker waits: read after it, main was often descheduled by the workers it
- * had just woken, and the clock missed their first milliseconds of work (up
- * to 55 ms of a 0.1-0.2 s run on a busy 2-core machine).
+ * The clock starts once every worker waits at the start barrier and before
+ * main releases them (bench_start_clock): read after the release, main was
+ * often descheduled by the workers it had just woken, and the clock missed
+ * their first milliseconds of work (up to 55 ms of a 0.1-0.2 s run on a busy
+ * 2-core machine).
  *
  * Operations = THREADS * ITERS (each step is one malloc or one free, a handed
  * block counting as its free); the blocks left in the slots at the end are
@@ -48,7 +49,7 @@ static void *run(void *arg)
     if (!slot || !size)
         bench_oom(prog, ws * sizeof(*slot));
     uint64_t checksum = 0, handed = 0;
-    pthread_barrier_wait(&start);
+    bench_start_wait(&start);
     for (uint64_t i = 0; i < n_iters; i++) {
         uint64_t r = bench_rng_next(&rng);
         uint32_t idx = bench_range((uint32_t)(r >> 32), (uint32_t)ws);
@@ -121,8 +122,7 @@ int main(int argc, char **argv)
         if (pthread_create(&workers[t].tid, NULL, run, &workers[t]) != 0)
             bench_die(prog, "pthread_create failed");
     }
-    double t0 = bench_now();
-    pthread_barrier_wait(&start);
+    double t0 = bench_start_clock(&start);
     for (uint64_t t = 0; t < n_threads; t++)
         pthread_join(workers[t].tid, NULL);
     double secs = bench_now() - t0;

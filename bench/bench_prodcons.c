@@ -53,7 +53,7 @@ static void *producer(void *arg)
     const uint32_t span = (uint32_t)(pr->max - pr->min + 1);
     unsigned char *batch[RING];
     uint64_t n = 0, tail = 0;
-    pthread_barrier_wait(pr->start);
+    bench_start_wait(pr->start);
     for (uint64_t i = 0; i < pr->items; i++) {
         size_t sz = (size_t)pr->min + bench_range((uint32_t)bench_rng_next(&rng), span);
         unsigned char *p = malloc(sz);
@@ -81,7 +81,7 @@ static void *consumer(void *arg)
     struct pair *pr = arg;
     struct ring *rg = pr->ring;
     uint64_t head = 0, checksum = 0;
-    pthread_barrier_wait(pr->start);
+    bench_start_wait(pr->start);
     while (head < pr->items) {
         unsigned spins = 0;
         uint64_t tail;
@@ -136,8 +136,7 @@ int main(int argc, char **argv)
             pthread_create(&tids[2 * i + 1], NULL, producer, &prs[i]) != 0)
             bench_die(prog, "pthread_create failed");
     }
-    pthread_barrier_wait(&start);
-    double t0 = bench_now();
+    double t0 = bench_start_clock(&start);
     for (unsigned i = 0; i < 2 * pairs; i++)
         pthread_join(tids[i], NULL);
     double secs = bench_now() - t0;

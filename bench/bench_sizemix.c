@@ -58,7 +58,7 @@ static void *run(void *arg)
     if (!slot || !size)
         bench_oom(prog, ws * sizeof(*slot));
     uint64_t checksum = 0, handed = 0;
-    pthread_barrier_wait(&start);
+    bench_start_wait(&start);
     for (uint64_t i = 0; i < n_iters; i++) {
         uint64_t r = bench_rng_next(&rng);
         uint32_t idx = bench_range((uint32_t)(r >> 32), (uint32_t)ws);
@@ -122,8 +122,7 @@ int main(int argc, char **argv)
         if (pthread_create(&workers[t].tid, NULL, run, &workers[t]) != 0)
             bench_die(prog, "pthread_create failed");
     }
-    pthread_barrier_wait(&start);
-    double t0 = bench_now();
+    double t0 = bench_start_clock(&start);
     for (uint64_t t = 0; t < n_threads; t++)
         pthread_join(workers[t].tid, NULL);
     double secs = bench_now() - t0;

@@ -85,7 +85,7 @@ static void *producer(void *arg)
 {
     uint64_t index = (uint64_t)(uintptr_t)arg;
     size_t holder = sizeof(struct batch) + batch_len * sizeof(unsigned char *);
-    pthread_barrier_wait(&start);
+    bench_start_wait(&start);
     for (uint64_t n = 0; n < n_batches; n++) {
         struct batch *b = malloc(holder);
         if (BENCH_UNLIKELY(!b))
@@ -111,7 +111,7 @@ static void *consumer(void *arg)
     uint64_t *checksum = arg;
     uint64_t sum = 0;
     struct batch *b;
-    pthread_barrier_wait(&start);
+    bench_start_wait(&start);
     while ((b = queue_take()) != NULL) {
         for (uint64_t i = 0; i < b->count; i++) {
             unsigned char *p = b->block[i];
@@ -155,8 +155,7 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < producers; i++)
         if (pthread_create(&tids[consumers + i], NULL, producer, (void *)(uintptr_t)i) != 0)
             bench_die(prog, "pthread_create failed");
-    pthread_barrier_wait(&start);
-    double t0 = bench_now();
+    double t0 = bench_start_clock(&start);
     for (uint64_t i = 0; i < producers + consumers; i++)
         pthread_join(tids[i], NULL);
     double secs = bench_now() - t0;
