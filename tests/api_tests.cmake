@@ -4,12 +4,8 @@
 # Options: hak_option_get/set, run-time changes, one warning line for a
 # malformed value; and the README's and docs/options.md's tables are the
 # ones generated from the option table in the code.
-add_executable(test_options test_options.c)
-target_compile_options(test_options PRIVATE ${HAK_TEST_COPTS})
-target_include_directories(test_options PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(test_options PRIVATE hakmem Threads::Threads)
-add_test(NAME test_options COMMAND test_options)
-set_tests_properties(test_options PROPERTIES TIMEOUT 60 FAIL_REGULAR_EXPRESSION "${HAK_FAIL_REGEX}")
+hak_shared_exe(test_options test_options.c)
+hak_plain_test(test_options 60)
 add_test(NAME test_options_doc
   COMMAND python3 ${PROJECT_SOURCE_DIR}/scripts/options_table.py $<TARGET_FILE:hakmem>
           --check ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/docs/options.md)
@@ -17,19 +13,12 @@ set_tests_properties(test_options_doc PROPERTIES TIMEOUT 60)
 
 # Statistics from code: hak_stats_get/json/reset, mallinfo2 and malloc_info
 # agreeing with them, HAKMEM_STATS=json at exit.
-add_executable(test_stats test_stats.c)
-target_compile_options(test_stats PRIVATE ${HAK_TEST_COPTS})
-target_include_directories(test_stats PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(test_stats PRIVATE hakmem Threads::Threads)
-add_test(NAME test_stats COMMAND test_stats)
-set_tests_properties(test_stats PROPERTIES TIMEOUT 60 FAIL_REGULAR_EXPRESSION "${HAK_FAIL_REGEX}")
+hak_shared_exe(test_stats test_stats.c)
+hak_plain_test(test_stats 60)
 
 # Huge pages: each HAKMEM_THP setting and HAKMEM_HUGE_PAGES=1 (with the
 # kernel's hugetlb pool as it is: empty means every segment falls back).
-add_executable(test_hugepage test_hugepage.c)
-target_compile_options(test_hugepage PRIVATE ${HAK_TEST_COPTS})
-target_include_directories(test_hugepage PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
-target_link_libraries(test_hugepage PRIVATE hakmem Threads::Threads)
+hak_shared_exe(test_hugepage test_hugepage.c)
 foreach(setting "HAKMEM_THP=system" "HAKMEM_THP=never" "HAKMEM_THP=auto" "HAKMEM_THP=always" "HAKMEM_HUGE_PAGES=1")
   string(REGEX REPLACE "^HAKMEM_" "" tag "${setting}")
   string(REPLACE "=" "_" tag "${tag}")
