@@ -64,6 +64,10 @@ struct hak_heap {
   uint32_t    tick;                     /* cold events (refills, flushes) of this thread */
   uint32_t    next_step;                /* tick of the learner's next step */
   uint32_t    last_use[HAK_NCLASSES];   /* tick of the class's last cold event */
+  uint8_t     lru_prev[HAK_NCLASSES];   /* the classes in order of last_use, least recent */
+  uint8_t     lru_next[HAK_NCLASSES];   /*   first (HAK_NCLASSES: none), so make_room */
+  uint8_t     lru_first, lru_last;      /*   reads them from the oldest and stops at the */
+                                        /*   first one too young (heap/tcache.c) */
   uint16_t    refills[HAK_NCLASSES];    /* learner counters since its last step */
   uint16_t    flushes[HAK_NCLASSES];
   uint16_t    collects[HAK_NCLASSES];   /* pages of the class that brought remote frees */

@@ -20,7 +20,12 @@
  *   HAK_STEAL_AGE events of the thread whose cache has the same count and the
  *   same top block as when last looked at. A class in use without cold
  *   events (its cache absorbs its traffic) changes both almost surely; a
- *   miss costs it at worst a few refills before it grows back.
+ *   miss costs it at worst a few refills before it grows back. A look that
+ *   finds a class changed counts as a use (its age starts again from that
+ *   look): a class used from its cache after its last cold event, then left
+ *   alone, used to count as in use until its next cold event, however late.
+ *   The classes are kept in order of their last use (a list, so make_room
+ *   reads only the oldest ones, not all 96).
  * - The learner (hak_config.tcache_learn, off by default: no suite-wide win
  *   in A/B runs): every HAK_LEARN_PERIOD cold events
  *   of the thread, from per-class counters (refills, flushes, remote
@@ -50,6 +55,36 @@
 #define HAK_DRAIN_BYTES  4096  /* cap, in bytes, of a class the thread only frees others' blocks of */
 #endif
 
+/* The recency list (heap.h: lru_*): a class moves to its end at each of its
+ * cold events, when its last_use becomes the newest tick, so the list stays
+ * in the order of last_use and make_room finds the least recently used idle
+ * class from the front, stopping at the first class too young to be idle.
+ * It used to scan all classes for it on every cold event of a class wanting
+ * to grow past the budget: with 96 classes that scan (about 1,000
+ * instructions) was 7% of bench_sizemix's instructions, whose threads sit at
+ * their budget. */
+_Static_assert(HAK_NCLASSES < 256, "class links are bytes; HAK_NCLASSES is the null link");
+
+static void lru_init(hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    h->lru_prev[c] = (uint8_t)(c ? c - 1 : HAK_NCLASSES);
+    h->lru_next[c] = (uint8_t)(c + 1);
+  }
+  h->lru_first = 0;
+  h->lru_last = HAK_NCLASSES - 1;
+}
+
+static void lru_touch(hak_heap_t *h, unsigned c) {
+  if (h->lru_last == c) return;
+  unsigned p = h->lru_prev[c], n = h->lru_next[c]; /* n is a class: c is not last */
+  if (p < HAK_NCLASSES) h->lru_next[p] = (uint8_t)n; else h->lru_first = (uint8_t)n;
+  h->lru_prev[n] = (uint8_t)p;
+  h->lru_prev[c] = h->lru_last;
+  h->lru_next[c] = HAK_NCLASSES;
+  h->lru_next[h->lru_last] = (uint8_t)c;
+  h->lru_last = (uint8_t)c;
+}
+
 void tcache_init(hak_tls_t *t, hak_heap_t *h) {
   h->cap_bytes = 0;
   h->tick = 0;
@@ -66,11 +101,19 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
     h->seen_count[c] = 0;
     h->seen_top[c] = NULL;
   }
+  lru_init(h);
 }
 
 static bool class_untouched(hak_tls_t *t, unsigned c) {
   hak_bin_t *b = bin_of(t, c);
   return b->count == t->heap->seen_count[c] && (b->count ? b->slots[b->count - 1] : NULL) == t->heap->seen_top[c];
+}
+
+static void class_seen_used(hak_tls_t *t, unsigned c) {
+  hak_heap_t *h = t->heap;
+  h->last_use[c] = h->tick;
+  lru_touch(h, c);
+  tcache_seen(t, c);
 }
 
 /* Lower a class's cap, sending the oldest blocks beyond it back to their pages. */
@@ -97,9 +140,16 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
     unsigned victim = HAK_NCLASSES;
     uint32_t oldest = h->tick - HAK_STEAL_AGE;
     if (h->tick < HAK_STEAL_AGE) return;
-    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    for (unsigned c = h->lru_first, next; c < HAK_NCLASSES && h->last_use[c] <= oldest; c = next) {
+      next = h->lru_next[c];
       if (c == except || bin_of(t, c)->cap == 0) continue;
-      if (h->last_use[c] <= oldest && class_untouched(t, c)) { oldest = h->last_use[c]; victim = c; }
+      if (class_untouched(t, c)) {
+        victim = c;
+        break;
+      }
+      /* In use since last seen: seen now, as if at a cold event (it goes
+       * to the end of the list, and is looked at again only once of age). */
+      class_seen_used(t, c);
     }
     if (victim == HAK_NCLASSES) return;
     class_shrink(t, victim, bin_of(t, victim)->cap / 2);
@@ -148,6 +198,7 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   hak_heap_t *h = t->heap;
   h->tick++;
   h->last_use[c] = h->tick;
+  lru_touch(h, c);
   if (refill) { if (h->refills[c] < UINT16_MAX) h->refills[c]++; }
   else if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
   /* hak_option_set may have lowered the class maximum or the budget. */
@@ -169,6 +220,7 @@ void tcache_drain_event(hak_tls_t *t, unsigned c) {
   hak_heap_t *h = t->heap;
   h->tick++;
   h->last_use[c] = h->tick;
+  lru_touch(h, c);
   if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
   hak_bin_t *b = bin_of(t, c);
   uint32_t want = HAK_DRAIN_BYTES / hak_class_size[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
