@@ -1,4 +1,4 @@
-/* test_remote_count - the block count carried in a page's remote word
+/* test_remote_count - the block count (and last block) carried in a page's remote word
  * (remote/remote.c): under concurrent pushes and takes it always equals the
  * length of the list, and what the owner takes in keeps every page's books.
  *
@@ -10,7 +10,8 @@
  * lengths; thread exit flushes the rest), while main keeps allocating and
  * freeing blocks of the same classes: its refills take remote lists while
  * the pushers add to them.  After the join, with no one pushing:
- *  - every page's remote count equals the number of blocks on its list;
+ *  - every page's remote count equals the number of blocks on its list, and
+ *    the last block the word names is the list's last;
  *  - after main collects them, every page's blocks add up: out (used) + on
  *    the free list + not yet carved (+ the secure build's guard block) ==
  *    capacity.  A count that lost or doubled a push breaks this.
@@ -140,12 +141,17 @@ int main(int argc, char **argv)
             hak_page_t *pg = pages[i];
             uintptr_t v = atomic_load(&pg->remote);
             unsigned len = 0;
+            void *last = NULL;
             for (void *b = remote_head(pg, v); b; b = block_next(pg, b)) {
                 CHECK(page_of(b) == pg, "round %u: a block of another page on page %u's remote list", r, i);
                 CHECK(++len <= pg->capacity, "round %u: page %u's remote list does not end", r, i);
+                last = b;
             }
             CHECK(remote_count(v) == len, "round %u: page %u's remote word counts %u blocks, its list has %u", r,
                   i, remote_count(v), len);
+            CHECK(!last || remote_tail(pg, v) == last,
+                  "round %u: page %u's remote word names %p as its list's last block, the list ends at %p", r, i,
+                  remote_tail(pg, v), last);
             counted += len;
             if (len > longest)
                 longest = len;

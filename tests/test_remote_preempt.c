@@ -104,7 +104,7 @@ int main(int argc, char **argv)
         while (!(old & HAK_REMOTE_QUEUED)) {
             block_set_next(page, b, remote_head(page, old)); /* the link and word, as the library writes them */
             if (atomic_compare_exchange_weak(&page->remote, &old,
-                                             remote_word(b, remote_count(old) + 1u) | HAK_REMOTE_QUEUED)) {
+                                             remote_word_push(page, old, b, b, 1) | HAK_REMOTE_QUEUED)) {
                 ok = 1;
                 break;
             }

@@ -8,22 +8,37 @@
 /* The page's remote word (remote.c, opening comment): bit 0 "queued"; bits
  * 4-20 the offset of the list's first block in its segment, 0 for an empty
  * list (a segment opens with its header, never a block; blocks are 16-byte
- * aligned); bits 32-63 the number of blocks on the list. */
+ * aligned); bits 21-37 the offset of its last block, in 16-byte units (set
+ * by the push onto an empty list, kept by the later ones, which push at the
+ * head); bits 38-63 the number of blocks on the list. */
 #define HAK_REMOTE_QUEUED ((uintptr_t)1)
 #define HAK_REMOTE_OFF_MASK ((uintptr_t)HAK_SEG_MASK & ~(uintptr_t)15)
-#define HAK_REMOTE_COUNT_SHIFT 32
-_Static_assert(HAK_SEG_SHIFT <= HAK_REMOTE_COUNT_SHIFT, "block offsets fit below the count");
+#define HAK_REMOTE_TAIL_SHIFT (HAK_SEG_SHIFT - 4)
+#define HAK_REMOTE_TAIL_MASK (HAK_REMOTE_OFF_MASK << HAK_REMOTE_TAIL_SHIFT)
+#define HAK_REMOTE_COUNT_SHIFT (2 * HAK_SEG_SHIFT - 4)
+_Static_assert(64 - HAK_REMOTE_COUNT_SHIFT >= 20, "a page's block count fits above the offsets");
 
-/* The word for a list of `count` blocks starting at `first` (queued bit clear). */
-HAK_INLINE uintptr_t remote_word(const void *first, uintptr_t count) {
-  return ((uintptr_t)first & HAK_REMOTE_OFF_MASK) | count << HAK_REMOTE_COUNT_SHIFT;
+/* The word for a list of `count` blocks from `first` to `last` (queued bit clear). */
+HAK_INLINE uintptr_t remote_word(const void *first, const void *last, uintptr_t count) {
+  return ((uintptr_t)first & HAK_REMOTE_OFF_MASK) | ((uintptr_t)last & HAK_REMOTE_OFF_MASK) << HAK_REMOTE_TAIL_SHIFT |
+         count << HAK_REMOTE_COUNT_SHIFT;
 }
 /* The first block of the list in word v of page's remote word, or NULL. */
 HAK_INLINE void *remote_head(const hak_page_t *page, uintptr_t v) {
   uintptr_t off = v & HAK_REMOTE_OFF_MASK;
   return off ? (void *)((uintptr_t)segment_of(page) + off) : NULL;
 }
+/* Its last block (v's list not empty). */
+HAK_INLINE void *remote_tail(const hak_page_t *page, uintptr_t v) {
+  return (void *)((uintptr_t)segment_of(page) + ((v & HAK_REMOTE_TAIL_MASK) >> HAK_REMOTE_TAIL_SHIFT));
+}
 HAK_INLINE unsigned remote_count(uintptr_t v) { return (unsigned)(v >> HAK_REMOTE_COUNT_SHIFT); }
+/* The word after pushing the chain first..last of n blocks onto the list of
+ * word old (queued bit clear): the chain's last block becomes the list's
+ * last only if the list was empty. */
+HAK_INLINE uintptr_t remote_word_push(const hak_page_t *page, uintptr_t old, void *first, void *last, unsigned n) {
+  return remote_word(first, (old & HAK_REMOTE_OFF_MASK) ? remote_tail(page, old) : last, remote_count(old) + (uintptr_t)n);
+}
 
 /* Push the chain first..last (n blocks, linked through their first word) onto
  * the page's remote list with one CAS; the pusher that sets the queued bit
