@@ -1,13 +1,15 @@
 /* test_refill_carve - a refill takes a page's freed blocks before it carves
  * new ones (heap/heap.c, heap_take): while any block of the page is free, no
- * fresh block is carved (written, made resident).
+ * fresh block is carved (written, made resident). A carve hands out at most
+ * 4 KiB of new blocks (at least 4), however many the refill asks for.
  *
  * Linked with libhakmem.a, to call the refill (heap_take) and the flush
  * (heap_return_blocks) of the thread's own heap directly.  For several
  * classes: take blocks, give a few back to their page, refill for more than
  * the page has free (those, and in the secure build the extra blocks its
  * shuffled carve left there): the refill must hand out exactly the free
- * blocks, and the page's uncarved end must not move.  A second refill, with nothing free, carves.
+ * blocks, and the page's uncarved end must not move.  A second refill, with
+ * nothing free, carves: at most max(4096 / size, 4) blocks.
  *
  * usage: test_refill_carve
  */
@@ -16,7 +18,7 @@
 #include "heap/size_class.h"
 #include "segment/free_list.h"
 
-#define TAKE 8
+#define TAKE 4
 #define BACK 3
 #define MORE 40 /* the second refill asks for more than the page has free */
 
@@ -65,12 +67,16 @@ int main(void)
         unsigned m = heap_take(h, cls, c, MORE); /* nothing free now: carves */
         CHECK(m >= 1 && p->bump > bump, "class of %zu B: with nothing free the refill did not carve (%u blocks)",
               sizes[s], m);
+        size_t bsize = hak_class_size[cls], step = 4096 / bsize > 4 ? 4096 / bsize : 4;
+        CHECK(m <= step && (size_t)(p->bump - bump) <= step * bsize,
+              "class of %zu B: a refill for %u with nothing free carved %u blocks (%td bytes), more than %zu",
+              sizes[s], MORE, m, p->bump - bump, step);
         heap_return_blocks(h, c, m);
         heap_return_blocks(h, b, n);
         heap_return_blocks(h, a + BACK, TAKE - BACK);
     }
     printf("test_refill_carve: OK: 4 classes; a refill for %u blocks with %u or more (fewer than %u) free on the "
-           "page took those and carved nothing; with none free it carved\n",
+           "page took those and carved nothing; with none free it carved at most 4 KiB (or 4 blocks)\n",
            MORE, BACK, MORE);
     return 0;
 }

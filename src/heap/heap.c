@@ -171,8 +171,18 @@ static bool block_of_page(const hak_page_t *p, const void *b) {
 }
 #endif
 
+/* A carve hands out at most 4 KiB (one OS page) of new blocks (at least
+ * CARVE_MIN): each carved block is written once it goes out (the cache
+ * hands them all out before the next refill), so the carve's size is the
+ * step by which a class's resident memory grows, whatever the class needs.
+ * A refill that carved half a cache (up to 16 KiB) overshot by about half
+ * of that in each class: bench_prodcons, whose 32 classes creep up with the
+ * ring's depth, held ~140 KiB more than its blocks in flight explain. */
+#define CARVE_BYTES 4096
+#define CARVE_MIN   4
+
 /* Up to max blocks of p: its freed blocks first; only when it has none, and
- * `carve` allows, new ones from its uncarved end. */
+ * `carve` allows, new ones from its uncarved end (CARVE_BYTES' worth). */
 static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
   unsigned n = 0;
   void *b = p->free;
@@ -196,6 +206,8 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
   if (n == 0 && carve && p->bump < p->end) {
     size_t left = (size_t)(p->end - p->bump) / p->bsize;
     unsigned k = max - n < left ? max - n : (unsigned)left;
+    unsigned step = CARVE_BYTES / p->bsize > CARVE_MIN ? (unsigned)(CARVE_BYTES / p->bsize) : CARVE_MIN;
+    if (k > step) k = step;
     page_carve(p, out + n, k, left);
     n += k;
   }
