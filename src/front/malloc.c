@@ -76,30 +76,8 @@ static bool freed_page_block(const void *p) {
   return key == hak_free_key;
 }
 
-#if HAK_WORD_CHECKS
-/* The fast path's block-start test, for slice 0 of a segment: its page
- * starts after the segment header (the fast path's test, relative to the
- * slice, does not hold there), so p is a block start exactly when its offset
- * from the header's end is k * size, with block k inside the slice. On the
- * slice map's word, as the fast path's test is; a pointer into the header
- * fails it. Without it every free of a block in slice 0 (1 in 32 of a busy
- * class's blocks) took the full test: bench_stress spent 0.8% of its
- * instructions there in the standard build. */
-static bool slice0_block_start(const void *p) {
-  uintptr_t off = (uintptr_t)p & HAK_SEG_MASK;
-  if (off < HAK_SEG_HDR_SIZE || off >= HAK_SLICE_SIZE) return false;
-  const hak_block_check_t *c = block_check_at(slice_map_bin_offset(p));
-  uint64_t k = block_index(off - HAK_SEG_HDR_SIZE, c);
-  return k < c->fast_lim && (k + 1) * c->size <= HAK_SLICE_SIZE - HAK_SEG_HDR_SIZE;
-}
-#endif
-
 HAK_NOINLINE void free_checked(void *p) {
-#if HAK_WORD_CHECKS
-  if (!slice0_block_start(p) && !block_is_live_start(p)) {
-#else
   if (!block_is_live_start(p)) {
-#endif
     if (registry_has(p)) report_invalid("free", p);
     else free_slow(p); /* the slice map was behind the registry: the slow path decides */
     return;

@@ -5,16 +5,18 @@
  * slice: an interior pointer (p + 32), or one into a segment header (a stale
  * huge pointer whose range a segment now uses), would be cached as a block
  * and handed to the next malloc. So the push is preceded by an exact test in
- * a few instructions and no memory beyond one table entry: in a slice other
- * than slice 0, a page of a one-slice class starts at the slice, so p is a
- * block start exactly when its offset in the slice is k * size with
+ * a few instructions and no memory beyond one table entry: a page of a
+ * one-slice class starts at the slice (in slice 0, at the first multiple of
+ * the size past the segment header: segment.c, page_init; the secure build
+ * keeps its own layout there), so p, past the header, is a block start
+ * exactly when its offset in the slice is k * size with
  * k < blocks per slice (a read-only table indexed like the bins; no
  * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
  * reserve, does not grow). Divisibility and the bound are one comparison: for
  * size = 2^s * o (o odd), rotate_right(off * o^-1 mod 2^64, s) equals
  * off / size when size divides off, and is larger than any block index
- * otherwise. Slice 0 (the header comes first) and classes whose pages span
- * several slices take the full test on the slow path (block_is_live_start:
+ * otherwise. Classes whose pages span several slices (and in the secure
+ * build slice 0) take the full test on the slow path (block_is_live_start:
  * the page record, its start, what has been carved). */
 #ifndef HAK_BLOCK_CHECK_H
 #define HAK_BLOCK_CHECK_H
@@ -48,8 +50,12 @@ HAK_INLINE const hak_block_check_t *block_check_at(unsigned bin_offset) {
  * when p may be pushed without the full test. */
 HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
   uintptr_t a = (uintptr_t)p;
+#if HAK_SECURE /* slice 0 keeps the header's layout: its blocks take the paged check */
   return block_index(a & (HAK_SLICE_SIZE - 1), c) < c->fast_lim &&
          (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
+#else
+  return block_index(a & (HAK_SLICE_SIZE - 1), c) < c->fast_lim && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
+#endif
 }
 
 /* The full test: p lies in a registered small segment, on a live page of a
