@@ -48,6 +48,14 @@
  *   wild        a write to a page of no access the program mapped itself:
  *               not HAKMEM's, so a plain SIGSEGV, without a word
  *   raise       raise(SIGSEGV): the signal is not lost (SIGSEGV)
+ *   paged       blocks of classes above 8 KiB, whose pages span several
+ *               slices (free() checks them against their page record,
+ *               free_secure_paged, not on the fast path): in a process of
+ *               its own each, a free of
+ *               a block inside, 8 bytes into, or right after a block in a
+ *               later slice of its page or across a slice boundary, of the
+ *               place past the page's last block, a double free, and a
+ *               byte written right past or before such a block: all abort
  *   off-by-one  one byte (NUL, '0', 'A' or 0xff) written right past or right
  *               before small blocks of 67 sizes, each in a process of its
  *               own that then frees the block: all 536 must abort (the
@@ -392,6 +400,70 @@ static void case_off_by_one(void)
     }
 }
 
+/* One misuse of block p (request n, class size b) in a child: must abort. */
+static int paged_misuse(char *p, size_t n, size_t b, int what)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);
+        switch (what) {
+        case 0: free(ht_hide_ptr(p + 16)); break;  /* interior */
+        case 1: free(ht_hide_ptr(p + 8)); break;   /* unaligned */
+        case 2: free(ht_hide_ptr(p + b)); break;   /* past the page's last block (p is it) */
+        case 3: free(ht_hide_ptr(p)); free(ht_hide_ptr(p)); break;
+        case 4: p[n] = 0; free(ht_hide_ptr(p)); break;
+        default: p[-1] = 'A'; free(ht_hide_ptr(p)); break;
+        }
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) return 0;
+    fprintf(stderr, "not caught: misuse %d of a %zu-byte block %p (class %zu)\n", what, n, (void *)p, b);
+    return 1;
+}
+
+static void case_paged(void)
+{
+    static const size_t sizes[] = {9000, 15000, 20000, 32000};
+    int tried = 0, missed = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t n = sizes[s];
+        char *v[48];
+        for (int i = 0; i < 48; i++) v[i] = malloc(ht_hide(n));
+        int later = 0, across = 0, last = 0;
+        for (int i = 0; i < 48; i++) {
+            char *p = v[i];
+            hak_page_t *pg = page_of(p);
+            size_t b = pg->bsize;
+            CHECK(pg->slice_count >= 2 && b > 8192, "%zu bytes: a page of %u slices, class %zu", n, pg->slice_count, b);
+            if (pg->first_slice == 0) continue; /* slice 0: a page of its own kind */
+            int is_later = slice_index(p) != pg->first_slice && (uint8_t *)p > pg->start;
+            int is_across = slice_index(p) != slice_index(p + b - 1);
+            int is_last = (uint8_t *)p + b == pg->end && pg->end < pg->start + (size_t)pg->slice_count * HAK_SLICE_SIZE;
+            if (!(is_later && !later) && !(is_across && !across) && !(is_last && !last)) continue;
+            later |= is_later, across |= is_across, last |= is_last;
+            for (int what = 0; what < 6; what++) {
+                if (what == 2 && !is_last) continue;
+                if (what == 5 && (uint8_t *)p == pg->start) continue; /* the first block has no neighbour */
+                tried++;
+                missed += paged_misuse(p, n, b, what);
+            }
+        }
+        size_t b = page_of(v[0])->bsize; /* a class that divides a slice has no block across two */
+        CHECK(later && (across || HAK_SLICE_SIZE % b == 0), "%zu bytes: no block in a later slice (%d) or across slices (%d)",
+              n, later, across);
+        for (int i = 0; i < 48; i++) free(v[i]);
+    }
+    CHECK(tried >= 30, "only %d misuses tried", tried);
+    if (missed) {
+        fprintf(stderr, "%d of %d misuses not caught\n", missed, tried);
+        _exit(1);
+    }
+}
+
 typedef struct {
     const char *name;
     void (*run)(void);
@@ -420,6 +492,7 @@ static const hcase_t cases[] = {
     {"wild", case_wild, SIGSEGV, NULL},
     {"raise", case_raise, SIGSEGV, NULL},
     {"off-by-one", case_off_by_one, 0, NULL},
+    {"paged", case_paged, 0, NULL},
 };
 
 static int run_case(const hcase_t *c)
