@@ -53,7 +53,7 @@ void *alloc_large_slow(size_t n) HAK_HIDDEN;
  * again, so a second free is seen wherever the block is. Any failure ends
  * the process with one line on stderr. */
 _Noreturn void secure_reject(const char *fn, const char *problem, const void *p) HAK_HIDDEN HAK_COLD;
-/* What is wrong with a small block secure_check refused: one line, abort. */
+/* What is wrong with a small block secure_check_core refused: one line, abort. */
 _Noreturn void secure_reject_block(const char *fn, const void *p) HAK_HIDDEN HAK_COLD;
 /* The same for a large or huge block of `usable` bytes. */
 _Noreturn void secure_reject_large(const char *fn, const void *p, size_t usable) HAK_HIDDEN HAK_COLD;
@@ -66,7 +66,7 @@ _Noreturn void secure_reject_large(const char *fn, const void *p, size_t usable)
  * neighbour's stay inside the page. The guard block of a page is free, so
  * it fails like a freed block; an unguarded page's first block has no
  * neighbour to check. One pass, so that the compiler keeps p's canary. */
-HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_check_t *c, bool mark_free) {
+HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_check_t *c, bool mark_free, size_t *request) {
   hak_page_t *pg = page_of(p);
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge, no block index */
   size_t bsize = pg->bsize;
@@ -82,14 +82,19 @@ HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_che
   memcpy(&f, (const char *)p + bsize - g, 8);
   if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block(fn, p);
   if (mark_free) __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
+  if (request) *request = bsize - g;
   return bsize;
 }
-HAK_INLINE size_t secure_check(const char *fn, void *p, const hak_block_check_t *c) {
-  return secure_check_core(fn, p, c, false);
+/* The size p was asked for, once it passed the checks (its gap is at hand:
+ * canary_request would load the tail and form the mix again). */
+HAK_INLINE size_t secure_check_request(const char *fn, void *p, const hak_block_check_t *c) {
+  size_t n;
+  secure_check_core(fn, p, c, false, &n);
+  return n;
 }
 /* The same, then the tail marked free (a free). */
 HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
-  return secure_check_core("free", p, c, true);
+  return secure_check_core("free", p, c, true, NULL);
 }
 /* free()'s fast path, once p passed the slice-relative block-start test
  * (block_fast_ok: a one-slice class, not slice 0, so p's page starts at

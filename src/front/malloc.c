@@ -179,7 +179,7 @@ HAK_NOINLINE void free_slow(void *p) {
     }
 #if HAK_WORD_CHECKS
     /* Not a block start (interior, header): never written, never cached.
-     * (Secure build: secure_check below tests the block start against the
+     * (Secure build: secure_free_check below tests the block start against the
      * page before it reads anything, as on the fast path.) */
     if (HAK_UNLIKELY(!block_is_live_start(p))) {
       report_invalid("free", p);
@@ -270,8 +270,7 @@ void secure_reject_large(const char *fn, const void *p, size_t usable) {
 static size_t secure_request(const char *fn, const void *p) {
   unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
   if (cls != HAK_CLASS_NONE) {
-    size_t bsize = secure_check(fn, (void *)p, &hak_block_check[cls + 1]);
-    return canary_request(p, bsize);
+    return secure_check_request(fn, (void *)p, &hak_block_check[cls + 1]);
   }
   size_t u = large_live_usable(p);
   if (!u) secure_reject(fn, "invalid pointer", p);
