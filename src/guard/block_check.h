@@ -12,10 +12,17 @@
  * exactly when its offset in the slice is k * size with
  * k < blocks per slice (a read-only table indexed like the bins; no
  * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
- * reserve, does not grow). Divisibility and the bound are one comparison: for
- * size = 2^s * o (o odd), rotate_right(off * o^-1 mod 2^64, s) equals
- * off / size when size divides off, and is larger than any block index
- * otherwise. Classes whose pages span several slices (and in the secure
+ * reserve, does not grow). Divisibility and the bound are one 32-bit
+ * multiplication and one comparison with the entry in memory: with
+ * mul = 2^32 / size + 1 and e = mul * size - 2^32 (0 < e <= size), the low
+ * 32 bits of off * mul are k * e < 2^16 when off = k * size, and at least
+ * 2^16 when size does not divide off (off < 2^16, size <= 8 KiB), so
+ * off * mul mod 2^32 < fast_lim * e (fast_bound) is exactly "a block start
+ * of the slice" (test_block_check tries every offset of every class).
+ * Elsewhere (page-relative offsets of pages of several slices) the test is
+ * the rotation: for size = 2^s * o (o odd), rotate_right(off * o^-1 mod
+ * 2^64, s) equals off / size when size divides off, and is larger than any
+ * block index otherwise. Classes whose pages span several slices (and in the secure
  * build slice 0) take the full test on the slow path (block_is_live_start:
  * the page record, its start, what has been carved). */
 #ifndef HAK_BLOCK_CHECK_H
@@ -23,12 +30,14 @@
 
 #include "hak_internal.h"
 
-typedef struct hak_block_check {
+typedef struct __attribute__((aligned(32))) hak_block_check {
   uint64_t inv;       /* inverse of the size's odd part, mod 2^64 */
   uint16_t fast_lim;  /* blocks per slice (one-slice classes); 0: always the full test */
   uint16_t shift;     /* the size's power of two */
   uint32_t size;      /* the class size (the secure build's fast paths read it here,
                        * from the entry they already hold, not from the page record) */
+  uint32_t mul;        /* the fast test's multiplier, 2^32 / size + 1 */
+  uint32_t fast_bound; /* fast_lim * (mul * size - 2^32); 0: always the full test */
 } hak_block_check_t;
 
 /* Indexed like the TLS bins: by the slice map's value (class + 1). */
@@ -39,22 +48,22 @@ HAK_INLINE uint64_t block_index(uint64_t off, const hak_block_check_t *c) {
   return (x >> c->shift) | (x << ((64 - c->shift) & 63));
 }
 
-_Static_assert(sizeof(hak_block_check_t) == 16, "indexed by the slice map's bin offsets");
+_Static_assert(sizeof(hak_block_check_t) == 32, "indexed by twice the slice map's bin offsets");
 
 /* The entry for a slice-map bin offset (bin index * 16, guard/registry.h). */
 HAK_INLINE const hak_block_check_t *block_check_at(unsigned bin_offset) {
-  return (const hak_block_check_t *)((const char *)hak_block_check + bin_offset);
+  return (const hak_block_check_t *)((const char *)hak_block_check + 2 * (size_t)bin_offset);
 }
 
 /* The fast path's test, with the entry of p's class: true
  * when p may be pushed without the full test. */
 HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
   uintptr_t a = (uintptr_t)p;
+  uint32_t off = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
 #if HAK_SECURE /* slice 0 keeps the header's layout: its blocks take the paged check */
-  return block_index(a & (HAK_SLICE_SIZE - 1), c) < c->fast_lim &&
-         (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
+  return off * c->mul < c->fast_bound && (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
 #else
-  return block_index(a & (HAK_SLICE_SIZE - 1), c) < c->fast_lim && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
+  return off * c->mul < c->fast_bound && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
 #endif
 }
 
