@@ -22,8 +22,6 @@
 #define SLICE ((uintptr_t)64 << 10)
 #define MAXB 40000
 
-static void *keep[MAXB];
-
 int main(void)
 {
     hak_test_name = "test_slice0_blocks";
@@ -31,6 +29,7 @@ int main(void)
     printf("test_slice0_blocks: secure build: slice 0 keeps the header's layout (skipped)\n");
     return 0;
 #else
+    static void *keep[MAXB];
     static const size_t sizes[] = {48, 100, 640, 3000, 5600};
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t bsize = hak_class_size[size_class_of(sizes[s])];
