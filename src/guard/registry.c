@@ -4,37 +4,33 @@
 #include "os/os.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <sys/mman.h>
 
 #define LEAF_ENTRIES ((size_t)1 << HAK_LEAF_BITS)
 #define LEAF_BYTES   (LEAF_ENTRIES * sizeof(hak_slice_entry_t))
 
-/* What every top entry points at until its leaf exists: reads as "not ours".
- * .bss: address space only, never written, so never resident beyond the
- * shared zero page. */
-static hak_slice_entry_t zero_leaf[LEAF_ENTRIES];
+/* All zeros, so .bss: no relocation, no file bytes, and only the pages a
+ * process writes (the top entries of the leaves it maps) become its own;
+ * the zero leaf is read at most, the kernel's shared zero page. */
+hak_slice_map_t hak_slice_map;
+_Static_assert(sizeof(hak_slice_map.zero) == LEAF_BYTES, "the zero leaf is a whole leaf");
 
-#define BIAS(i) ((uintptr_t)((size_t)(i) << HAK_LEAF_BITS) * sizeof(hak_slice_entry_t))
-#define ZERO(i) ((uintptr_t)zero_leaf - BIAS(i))
-#define ZERO4(i) ZERO(i), ZERO((i) + 1), ZERO((i) + 2), ZERO((i) + 3)
-#define ZERO16(i) ZERO4(i), ZERO4((i) + 4), ZERO4((i) + 8), ZERO4((i) + 12)
-#define ZERO64(i) ZERO16(i), ZERO16((i) + 16), ZERO16((i) + 32), ZERO16((i) + 48)
-#define ZERO256(i) ZERO64(i), ZERO64((i) + 64), ZERO64((i) + 128), ZERO64((i) + 192)
-#define ZERO1024(i) ZERO256(i), ZERO256((i) + 256), ZERO256((i) + 512), ZERO256((i) + 768)
-
-_Static_assert(HAK_TOP_ENTRIES == 4096, "the initialiser below spells out 4096 entries");
-uintptr_t hak_slice_top[HAK_TOP_ENTRIES] = {ZERO1024(0), ZERO1024(1024), ZERO1024(2048), ZERO1024(3072)};
+/* A top entry: leaf's address relative to the zero leaf. Never 0 (leaf is
+ * not the zero leaf). */
+HAK_INLINE uintptr_t top_entry(const void *leaf) { return (uintptr_t)leaf - (uintptr_t)hak_slice_map.zero; }
+HAK_INLINE hak_slice_entry_t *top_leaf(uintptr_t rel) { return (hak_slice_entry_t *)((uintptr_t)hak_slice_map.zero + rel); }
 
 static bool leaf_ensure(size_t top) {
-  uintptr_t expect = ZERO(top);
-  if (__atomic_load_n(&hak_slice_top[top], __ATOMIC_ACQUIRE) != expect) return true;
+  uintptr_t expect = 0;
+  if (__atomic_load_n(&hak_slice_map.top[top], __ATOMIC_ACQUIRE) != 0) return true;
   int saved = errno;
   void *m = mmap(NULL, LEAF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   errno = saved;
   if (m == MAP_FAILED) return false;
   os_name(m, LEAF_BYTES, "hakmem-slicemap");
-  uintptr_t biased = (uintptr_t)m - BIAS(top);
-  if (!__atomic_compare_exchange_n(&hak_slice_top[top], &expect, biased, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
+  uintptr_t rel = top_entry(m);
+  if (!__atomic_compare_exchange_n(&hak_slice_map.top[top], &expect, rel, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE)) {
     munmap(m, LEAF_BYTES); /* another thread mapped it first */
     errno = saved;
   }
@@ -53,8 +49,8 @@ void slice_map_set(const void *p, size_t n, unsigned v) {
   hak_slice_entry_t e = (hak_slice_entry_t)(v * HAK_SLICE_MAP_SCALE);
   uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
   for (size_t i = 0; i < n; i++, slice++) {
-    uintptr_t leaf = __atomic_load_n(&hak_slice_top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
-    if (leaf == ZERO(slice >> HAK_LEAF_BITS)) continue; /* no leaf: nothing of ours here (v must be 0) */
-    __atomic_store_n((hak_slice_entry_t *)(leaf + (uintptr_t)slice * sizeof(hak_slice_entry_t)), e, __ATOMIC_RELAXED);
+    uintptr_t rel = __atomic_load_n(&hak_slice_map.top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
+    if (rel == 0) continue; /* no leaf: nothing of ours here (v must be 0) */
+    __atomic_store_n(&top_leaf(rel)[slice & (LEAF_ENTRIES - 1)], e, __ATOMIC_RELAXED);
   }
 }

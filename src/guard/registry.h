@@ -9,14 +9,19 @@
  * which never reads memory HAKMEM does not own.
  *
  * Two levels, so the address space it costs is in proportion to what
- * HAKMEM uses: a static top table of 4096 pointers, one per 64 GiB, and
- * leaves of 2^20 entries (2 MiB of MAP_NORESERVE address space each,
- * resident only where touched), mapped when a segment or huge mapping in
- * their range is first mapped, and never unmapped. A top entry points at
- * its leaf pre-biased by minus the leaf's first slice number, so the full
- * 32-bit slice number indexes it with no mask. Until a leaf exists its top
- * entry points (biased the same way) at a static leaf of zeros: lookups are
- * safe before start-up and for any pointer, and read 0.
+ * HAKMEM uses: a top table of 2^16 entries, one per 4 GiB (bits 32-47 of
+ * the address), and leaves of 2^16 entries (bits 16-31: 128 KiB of
+ * MAP_NORESERVE address space each, resident only where touched), mapped
+ * when a segment or huge mapping in their range is first mapped, and never
+ * unmapped. The top table and a static leaf of zeros are one .bss object,
+ * hak_slice_map, and a top entry holds its leaf's address relative to the
+ * zero leaf, so 0 (the value the loader gives it) is the zero leaf: lookups
+ * are safe before start-up and for any pointer, and read 0. No entry needs
+ * a relocation, so a process touches only the pages of the top table that
+ * it uses (one, typically) instead of dirtying the whole table at load
+ * time; a lookup pays one lea for it (adding the zero leaf's address).
+ * The 16-bit split makes both
+ * indices one instruction each from the slice number (movzwl, shrl).
  *
  * Concurrency: a leaf is published with one CAS on its top entry (a loser
  * unmaps its own leaf); readers depend on the pointer they loaded (address
@@ -39,30 +44,41 @@
 
 #define HAK_VA_BITS        48
 #define HAK_SLICE_NUM_BITS (HAK_VA_BITS - HAK_SLICE_SHIFT)   /* 32: a slice number fits uint32_t */
-#define HAK_LEAF_BITS      20                                 /* 2^20 slices = 64 GiB per leaf */
+#define HAK_LEAF_BITS      16                                 /* 2^16 slices = 4 GiB per leaf */
 #define HAK_TOP_ENTRIES    ((size_t)1 << (HAK_SLICE_NUM_BITS - HAK_LEAF_BITS))
 /* Entries are bin offsets: bin index * sizeof(hak_bin_t) (checked in front.h). */
 #define HAK_SLICE_MAP_SCALE 16u
 
 typedef uint16_t hak_slice_entry_t;
 
-/* Biased leaf addresses (see above), as integers: never dereferenced
- * without adding a slice number of their range. */
-extern uintptr_t hak_slice_top[HAK_TOP_ENTRIES] HAK_HIDDEN;
+typedef struct hak_slice_map {
+  /* Per leaf, its address minus the zero leaf's (0: no leaf yet, so the
+   * zero leaf). Integers: never dereferenced without adding `zero`. */
+  uintptr_t top[HAK_TOP_ENTRIES];
+  hak_slice_entry_t zero[(size_t)1 << HAK_LEAF_BITS]; /* never written: "not ours" */
+} hak_slice_map_t;
+extern hak_slice_map_t hak_slice_map HAK_HIDDEN;
 
 /* The bin offset of p's slice (0: not ours). A straight line: two loads. */
 HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
   uintptr_t slice, top = (uintptr_t)p >> HAK_SLICE_SHIFT;
 #if defined(__x86_64__)
-  /* slice = top's low 32 bits, top = those >> 20: two instructions, where
-   * the C below costs GCC a third (a redundant zero extension). */
-  __asm__("movl %k1, %k0\n\tshrl %2, %k1" : "=&r"(slice), "+r"(top) : "i"(HAK_LEAF_BITS));
+  /* slice = top's low 16 bits, top = its bits 16-31 (bits above 47 of p
+   * are dropped): one instruction each. */
+  __asm__("movzwl %w1, %k0\n\tshrl %2, %k1" : "=&r"(slice), "+r"(top) : "i"(HAK_LEAF_BITS));
 #else
-  slice = (uint32_t)top;
-  top = slice >> HAK_LEAF_BITS;
+  slice = (uint16_t)top;
+  top = (uint32_t)top >> HAK_LEAF_BITS;
 #endif
-  uintptr_t leaf = __atomic_load_n(&hak_slice_top[top], __ATOMIC_RELAXED);
-  return __atomic_load_n((const hak_slice_entry_t *)(leaf + slice * sizeof(hak_slice_entry_t)), __ATOMIC_RELAXED);
+  /* The empty asms hide values from GCC, which otherwise spends one to two
+   * more instructions on the constant offset of `zero` (checked with
+   * objdump): this way the lookup is mov (map,top,8); lea zero(rel,map);
+   * movzwl (leaf,slice,2), one lea more than an absolute pointer costs. */
+  const hak_slice_map_t *m = &hak_slice_map;
+  __asm__("" : "+r"(m));
+  uintptr_t leaf = (uintptr_t)m->zero + __atomic_load_n(&m->top[top], __ATOMIC_RELAXED);
+  __asm__("" : "+r"(leaf));
+  return __atomic_load_n((const hak_slice_entry_t *)leaf + slice, __ATOMIC_RELAXED);
 }
 
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
