@@ -2,7 +2,9 @@
  *
  * Up to 15 slices (960 KiB) a large block is a page of its own inside a
  * segment: no system call, and its slices return to the segment (and its
- * purge policy) on free; at least two such blocks share a segment. Bigger
+ * purge policy) on free; at least two such blocks share a segment. A
+ * realloc resizes its run in place where it can (segment/large_run.c: over
+ * the free slices after it, or giving its tail slices back). Bigger
  * blocks get a mapping of their own, sized in 64 KiB units up to 2 MiB (as
  * glibc maps its big blocks by the page: a 1 MiB block costs 1 MiB + 64 KiB
  * of address space, not a 2 MiB segment), in 2 MiB units above, and
@@ -361,18 +363,42 @@ static bool huge_remap(hak_segment_t *s, size_t size) {
   return true;
 }
 
+/* A large page's run resized for a block of `size` bytes at its start:
+ * grown over the free slices after it or shrunk (segment_large_resize);
+ * false if it would not stay a large page, or the slices are not free. A
+ * first-class heap's page (it has an owner) keeps its size: its heap counts
+ * its slices. */
+static bool large_run_resize(hak_segment_t *s, void *p, size_t size) {
+  hak_page_t *pg = s->slice_page[slice_index(p)];
+  if (!pg || pg->state != HAK_PAGE_LARGE || pg->start != (uint8_t *)p ||
+      atomic_load_explicit(&pg->owner, memory_order_relaxed) != NULL)
+    return false;
+  size_t guard = GUARD_BYTES, room = (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE;
+  size_t lead = (size_t)(pg->start - ((uint8_t *)s + ((size_t)pg->first_slice << HAK_SLICE_SHIFT)));
+  if (size > room || lead + size + guard > room) return false;
+  unsigned n = (unsigned)((lead + size + guard + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
+  if (!segment_large_resize(pg, n)) return false;
+  pg->bsize = (uint32_t)(pg->end - guard - pg->start);
+  return true;
+}
+
 bool large_resize_inplace(void *p, size_t size) {
   hak_segment_t *s = segment_of(p);
   size_t usable = large_usable(p);
   bool huge = s->kind == HAK_SEG_HUGE;
   if (size <= usable) {
     if (size >= usable / 2) return true;             /* fits without much waste: stay */
-    if (!huge || size <= (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE)
-      return false;                                  /* much smaller: move to a smaller home */
-    huge_remap(s, size);                             /* still huge: give the tail back */
+    /* Much smaller: a large page gives its tail slices back if it stays
+     * large (a move above 32 KiB would take a large page too), else the
+     * block moves to a smaller home; a huge block still huge gives its
+     * tail back. */
+    if (!huge) return size > HAK_CLASS_ZERO_MAX && large_run_resize(s, p, size);
+    if (size <= (size_t)HAK_LARGE_MAX_SLICES * HAK_SLICE_SIZE) return false;
+    huge_remap(s, size);
     return true;
   }
-  return huge && huge_remap(s, size);                /* grow in place if the kernel can */
+  /* Grow in place: over the free slices after the run, or if the kernel can. */
+  return huge ? huge_remap(s, size) : large_run_resize(s, p, size);
 }
 
 /* Grow a huge block by moving its pages to a new, bigger aligned mapping

@@ -188,43 +188,10 @@ static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
   return m ? __builtin_ctz(m) : -1;
 }
 
-#if HAK_SECURE
-/* Large-block guards (segment_large_guard) outlive their pages: a freed
- * large page leaves its guard on the last OS page of its last slice (bit
- * of that slice in guard_mask), so a large page cut again with the same
- * end (the common case: a program that allocates and frees one size over
- * and over) finds it there, and costs no system call. A page cut over a
- * slice with a guard inside its run opens it first; a large page keeps
- * the one at its own end. Only the page's owner changes the bits of its
- * slices (under the shard lock, or holding the page), so the atomic AND is
- * enough. */
-static uint8_t *slice_end_guard(hak_segment_t *s, unsigned slice) {
-  return (uint8_t *)s + ((size_t)(slice + 1) << HAK_SLICE_SHIFT) - os_page_size();
-}
-
-static void guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
-  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  if (cls == HAK_CLASS_NONE) run &= ~(1u << (first + n - 1));
-  if (!(atomic_load_explicit(&s->guard_mask, memory_order_relaxed) & run)) return;
-  uint32_t stale = atomic_fetch_and_explicit(&s->guard_mask, ~run, memory_order_relaxed) & run;
-  for (; stale; stale &= stale - 1) os_guard(slice_end_guard(s, (unsigned)__builtin_ctz(stale)), os_page_size(), false);
-}
-
-/* Lowest start of a run of n free slices of s whose last slice keeps a
- * guard and no other slice of it does, or -1: a large page cut there
- * needs neither guards_open nor segment_large_guard. */
-static int find_guarded_run(hak_segment_t *s, unsigned n) {
-  uint32_t g = atomic_load_explicit(&s->guard_mask, memory_order_relaxed), free = s->free_mask & ~1u;
-  uint32_t m = free & (g >> (n - 1)); /* starts whose run would end on a guard */
-  for (unsigned i = 1; i < n && m; i++) m &= (free >> i) & ~(g >> (i - 1));
-  return m ? __builtin_ctz(m) : -1;
-}
-#endif
-
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
 #if HAK_SECURE
-  guards_open(s, first, n, cls);
+  seg_guards_open(s, first, n, cls);
 #endif
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   uint8_t *start = first == 0 ? (uint8_t *)s + SLICE0_START : base;
@@ -360,6 +327,39 @@ unsigned segment_pages_alloc(unsigned shard, unsigned n, unsigned cls, hak_page_
   return got;
 }
 
+/* sh locked: slices first..first+n-1 of s, all free, leave the free books
+ * (for a page cut there, or a large page grown over them); true if every
+ * one reads zero (never touched, or purged since). */
+bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, unsigned n) {
+  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
+  /* A free slice that is not dirty was never touched, or purged since. */
+  bool zero = (s->dirty_mask & run) == 0;
+  /* The clock is read only for a slice purged before: a fresh segment's
+   * first pages are cut during start-up too, where under a sanitizer's
+   * runtime clock_gettime may not be callable yet. */
+  size_t back = 0;
+  uint32_t now = 0;
+  for (uint32_t purged = run & ~s->dirty_mask; purged; purged &= purged - 1) {
+    uint32_t t = s->freed_ms[__builtin_ctz(purged)];
+    if (!t) continue;
+    if (!now) now = os_now_ms() | 1;
+    if (now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
+  }
+  if (back) ADD(hak_seg_books.refault, back);
+  ADD(hak_seg_books.cut, (size_t)n << HAK_SLICE_SHIFT);
+  if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
+  s->free_mask &= ~run;
+  os_segment_in_use(s, HAK_SLICES - pop32(s->free_mask)); /* HAKMEM_THP=auto */
+  SUB(hak_seg_books.free, mask_bytes(run));
+  SUB(sh->free_slices, n);
+  SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask & run));
+  SUB(sh->dirty_slices, pop32(s->dirty_mask & run));
+  s->dirty_mask &= ~run;
+  s->whole_mask &= ~run;
+  if (s->free_mask == 0) list_remove(sh, s);
+  return zero;
+}
+
 /* warm_only: only slices that are resident already (the passes before the
  * untouched ones); NULL if there are none. */
 static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool may_map, bool warm_only) {
@@ -397,9 +397,9 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
   } else {
 #if HAK_SECURE
     /* A large block: first a run that ends where a freed large page left
-     * its guard and holds no other (guards_open): no system call at all. */
+     * its guard and holds no other (large_run.c): no system call at all. */
     for (s = sh->head; s; s = s->next)
-      if ((first = find_guarded_run(s, n)) >= 0) break;
+      if ((first = seg_find_guarded_run(s, n)) >= 0) break;
     if (!s)
 #endif
     /* A large block: warm slices first, it will be written from its start. */
@@ -418,32 +418,7 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
   } else if (s->free_mask == ALL_FREE) {
     HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
   }
-  uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  /* A free slice that is not dirty was never touched, or purged since. */
-  bool zero = (s->dirty_mask & run) == 0;
-  /* The clock is read only for a slice purged before: a fresh segment's
-   * first pages are cut during start-up too, where under a sanitizer's
-   * runtime clock_gettime may not be callable yet. */
-  size_t back = 0;
-  uint32_t now = 0;
-  for (uint32_t purged = run & ~s->dirty_mask; purged; purged &= purged - 1) {
-    uint32_t t = s->freed_ms[__builtin_ctz(purged)];
-    if (!t) continue;
-    if (!now) now = os_now_ms() | 1;
-    if (now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
-  }
-  if (back) ADD(hak_seg_books.refault, back);
-  ADD(hak_seg_books.cut, (size_t)n << HAK_SLICE_SHIFT);
-  if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
-  s->free_mask &= ~run;
-  os_segment_in_use(s, HAK_SLICES - pop32(s->free_mask)); /* HAKMEM_THP=auto */
-  SUB(hak_seg_books.free, mask_bytes(run));
-  SUB(sh->free_slices, n);
-  SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask & run));
-  SUB(sh->dirty_slices, pop32(s->dirty_mask & run));
-  s->dirty_mask &= ~run;
-  s->whole_mask &= ~run;
-  if (s->free_mask == 0) list_remove(sh, s);
+  bool zero = seg_run_claim_locked(sh, s, (unsigned)first, n);
   page_init(s, (unsigned)first, n, cls);
   s->pages[first].known_zero = zero;
   return &s->pages[first];
@@ -525,17 +500,6 @@ void segment_pages_free(unsigned shard, hak_page_t *list) {
   }
   purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
-
-#if HAK_SECURE
-void segment_large_guard(hak_page_t *pg) {
-  hak_segment_t *s = segment_of(pg);
-  unsigned last = pg->first_slice + pg->slice_count - 1;
-  uint32_t bit = 1u << last;
-  if (atomic_load_explicit(&s->guard_mask, memory_order_relaxed) & bit) return;
-  if (os_guard(slice_end_guard(s, last), os_page_size(), true))
-    atomic_fetch_or_explicit(&s->guard_mask, bit, memory_order_relaxed);
-}
-#endif
 
 void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) {
   hak_segment_t *s = segment_of(pg);

@@ -56,9 +56,15 @@ size_t segment_dirty_bytes(void) HAK_HIDDEN;
  * guard (no access), unless it is one already. It stays after the page is
  * freed (in a page cache, or its slices back in their segment), for the
  * next large page that ends there, and goes when a page is cut over it
- * (segment.c, guards_open). */
+ * (large_run.c). */
 void segment_large_guard(hak_page_t *page) HAK_HIDDEN;
 #endif
+/* Large page pg (live, held by the caller: its realloc) resized in place to
+ * n slices: grown over the free slices right after its run, if they are
+ * free in its segment (else false, nothing changed), or shrunk, the tail
+ * going back to the segment. Its slice_count and end follow (the caller
+ * sets bsize); secure build: the guard is at the new end. */
+bool segment_large_resize(hak_page_t *pg, unsigned n) HAK_HIDDEN;
 
 /* Threads taking entries off the abandoned stacks (remote/remote.c): while
  * one is, it may read any page record it found there, so no segment is

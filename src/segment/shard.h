@@ -84,6 +84,20 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
 /* sh locked: an empty segment of sh unmapped if nothing can still read its
  * page records; true if it was. */
 bool seg_unmap_if_safe(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+/* sh locked: slices first..first+n-1 of s, all free, leave the free books
+ * (a page cut there, or a large page grown over them: large_run.c); true if
+ * every one reads zero (never touched, or purged since). */
+bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, unsigned n) HAK_HIDDEN;
+#if HAK_SECURE
+/* Large-block guards (large_run.c). A page of n slices from `first` for
+ * class cls is cut: the guards inside its run open (a large page keeps the
+ * one at its end). */
+void seg_guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) HAK_HIDDEN;
+/* sh locked: lowest start of a run of n free slices of s whose last slice
+ * keeps a guard and no other slice of it does, or -1: a large page cut
+ * there needs neither seg_guards_open nor segment_large_guard. */
+int seg_find_guarded_run(hak_segment_t *s, unsigned n) HAK_HIDDEN;
+#endif
 /* held locked: the dirty budget's sweep, if it is over budget (purge.c). */
 void seg_purge_policy(seg_shard_t *held) HAK_HIDDEN;
 
