@@ -32,7 +32,8 @@ SAMPLES = {
     "bench_larson": "bench_larson threads=2 rounds=20 iters=100000 chunks=1000 min=8 max=1000 "
                     "seed=1 remote_pct=25 ops=8000000 secs=0.083000 ops_per_sec=9.638554e+07 "
                     "ns_per_op=10.375 peak_rss_kb=18696 checksum=549943232",
-    "bench_prodcons": "bench_prodcons pairs=1 items=2000000 min=16 max=1024 batch=64 ops=4000000 "
+    "bench_prodcons": "bench_prodcons pairs=1 items=2000000 min=16 max=1024 batch=64 peak_live_kb=2146 "
+                      "ops=4000000 "
                       "secs=0.080000 ops_per_sec=5.000000e+07 ns_per_op=20.000 "
                       "peak_rss_kb=2860 checksum=254991808",
     "bench_thread_churn": "bench_thread_churn threads=2000 concurrent=4 iters=500 min=16 "
@@ -51,7 +52,7 @@ SAMPLES = {
                     "secs=0.010221 ops_per_sec=6.340023e+06 ns_per_op=157.728 "
                     "peak_rss_kb=3988 checksum=1202054",
     "bench_sizemix": "bench_sizemix threads=4 iters=20000 ws=200 cross_pct=20 seed=1 "
-                     "handed=15768 ops=160000 secs=0.032110 ops_per_sec=4.982827e+06 "
+                     "handed=15768 late=1269 ops=160000 secs=0.032110 ops_per_sec=4.982827e+06 "
                      "ns_per_op=200.689 peak_rss_kb=21360 checksum=17986039",
     "bench_oversub": "bench_oversub threads=32 iters=5000 ws=100 remote_pct=10 min=16 max=1024 "
                      "seed=1 handed=7843 ops=160000 secs=0.004289 ops_per_sec=3.730417e+07 "
@@ -413,6 +414,46 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| thread_mem: RSS per idle thread, KiB | 50 | 25 |", main)
         # its throughput is not the point: no ratio
         self.assertIn("| n/a |", main.splitlines()[2])
+
+    def test_bytes_in_flight_are_shown_beside_the_rss(self):
+        # bench_prodcons counts the bytes it holds at its peak; the RSS table
+        # is followed by their range over every run of every allocator.
+        w = workloads.WORKLOAD_BY_NAME["prodcons"]
+        other = workloads.WORKLOAD_BY_NAME["fifo"]
+        allocs = [allocators.Allocator("hakmem", "/x.so"), allocators.Allocator("glibc")]
+        runs = {}
+        for a, lives in (("hakmem", [2146, 2160]), ("glibc", [2150, 2600])):
+            for v in lives:
+                r = runner.RunResult([], 0, "", "", 0.1, 1000)
+                r.fields = parse.parse_result(SAMPLES["bench_prodcons"].replace(
+                    "peak_live_kb=2146", "peak_live_kb=%d" % v))
+                runs.setdefault((w.name, a), []).append(r)
+            r = runner.RunResult([], 0, "", "", 0.1, 1000)
+            r.fields = parse.parse_result(SAMPLES["bench_fifo"])
+            runs.setdefault((other.name, a), []).append(r)
+        summary = compare.summarize([w, other], allocs, runs, {})
+        self.assertEqual(summary[(w.name, "glibc")]["live_kb"], [2150, 2600])
+        self.assertEqual(summary[(other.name, "glibc")]["live_kb"], [])
+        main, _ = report.build_tables([w, other], allocs, summary)
+        self.assertIn("over all runs): prodcons 2.1-2.5 MB.", main)
+        self.assertIsNone(report.live_note([other], ["hakmem", "glibc"], summary))
+
+    def test_smoke_checks_of_the_cross_thread_programs(self):
+        # check_output.py (the smoke tests) replays bench_prodcons's sizes:
+        # the peak must hold at least a full ring, which its consumer waits for.
+        sys.path.insert(0, HERE)
+        import check_output
+        line = parse.parse_result(SAMPLES["bench_prodcons"])
+        self.assertIsNone(check_output.program_checks("bench_prodcons", line))
+        self.assertEqual(check_output.prodcons_first_bytes(0, 4096, 16, 1024) // 1024, 2087)
+        low = dict(line, peak_live_kb=300)
+        self.assertIn("did not wait", check_output.program_checks("bench_prodcons", low))
+        old = {k: v for k, v in line.items() if k != "peak_live_kb"}
+        self.assertIn("no peak_live_kb", check_output.program_checks("bench_prodcons", old))
+        mix = parse.parse_result(SAMPLES["bench_sizemix"])
+        self.assertIsNone(check_output.program_checks("bench_sizemix", mix))
+        self.assertIn("late=None", check_output.program_checks(
+            "bench_sizemix", {k: v for k, v in mix.items() if k != "late"}))
 
     def test_entry_point_lists_every_workload(self):
         import subprocess

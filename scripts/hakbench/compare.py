@@ -42,6 +42,11 @@ def summarize(workloads, allocators, runs, syscalls):
                  "checksum": good[0].fields["checksum"] if good else None,
                  "errors": sorted(set(r.error for r in rs if not r.ok)),
                  "values": ops}
+            # The bytes the program itself held at its peak (bench_prodcons):
+            # the same work under every allocator, shown beside the RSS.
+            lives = [r.fields.get("peak_live_kb") for r in good]
+            lives = [v for v in lives if isinstance(v, (int, float))]
+            s["live_kb"] = lives
             if w.figure:
                 figs = [r.fields.get(w.figure[0]) for r in good]
                 figs = [f for f in figs if isinstance(f, (int, float))]

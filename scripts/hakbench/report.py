@@ -115,6 +115,24 @@ def best_peer(summary, workload, peers):
     return max(ok)[1] if ok else None
 
 
+def live_note(workloads, names, summary):
+    """A line giving, for the workloads whose program counts them
+    (peak_live_kb=), the bytes the program held at its peak over every run
+    of every allocator: the part of the peak RSS that is the workload's, not
+    the allocator's.  None when no workload reports it."""
+    parts = []
+    for w in workloads:
+        vals = [v for n in names for v in summary[(w.name, n)].get("live_kb") or ()]
+        if vals:
+            lo, hi = min(vals), max(vals)
+            parts.append("%s %s MB" % (w.name, fmt_mb(lo) if fmt_mb(lo) == fmt_mb(hi)
+                                       else "%s-%s" % (fmt_mb(lo), fmt_mb(hi))))
+    if not parts:
+        return None
+    return ("Bytes the program itself held at its peak (requested sizes, its own count, "
+            "over all runs): " + ", ".join(parts) + ".")
+
+
 HAKMEM_BUILDS = ("hakmem", "hakmem-std")
 
 
@@ -165,6 +183,9 @@ def build_tables(workloads, allocators, summary):
     main = markdown_table(header, rows)
     main += ("\n\nMedian peak resident memory of the process, MB:\n\n"
              + markdown_table(["workload"] + names, rss_rows))
+    live = live_note(workloads, names, summary)
+    if live:
+        main += "\n\n" + live
     sys_rows = []
     for w in workloads:
         row = [w.name]
@@ -309,7 +330,7 @@ def write_summary_csv(path, date, workloads, allocators, summary):
 
 def write_runs_csv(path, workloads, allocators, runs):
     header = ["workload", "allocator", "run", "ok", "ops_per_sec", "ops", "secs", "wall_s",
-              "peak_rss_kb", "ru_maxrss_kb", "checksum", "error"]
+              "peak_rss_kb", "ru_maxrss_kb", "peak_live_kb", "checksum", "error"]
     rows = []
     for w in workloads:
         for a in allocators:
@@ -317,7 +338,8 @@ def write_runs_csv(path, workloads, allocators, runs):
                 f = r.fields or {}
                 rows.append([w.name, a.name, i, int(r.ok), g(f.get("ops_per_sec")),
                              f.get("ops", ""), g(f.get("secs")), "%.4f" % r.wall,
-                             r.peak_rss_kb, r.maxrss_kb, f.get("checksum", ""), r.error or ""])
+                             r.peak_rss_kb, r.maxrss_kb, f.get("peak_live_kb", ""),
+                             f.get("checksum", ""), r.error or ""])
     write_csv(path, header, rows)
 
 

@@ -49,10 +49,12 @@ WORKLOADS = [
              "2 lineages, a new thread per lineage each round, 1000 blocks 8-1000 B, 25% of frees handed to the other lineage"),
     Workload("prodcons", "bench_prodcons", lambda n: [1, n],
              3000000, 10000000, (200000, 1000000), None,
-             "1 producer -> 1 consumer, 16-1024 B, every free remote"),
+             "1 producer -> 1 consumer, 16-1024 B, every free remote; the consumer starts at a "
+             "full ring of 4096 blocks, so every run peaks with the same blocks in flight"),
     Workload("prodcons_mid", "bench_prodcons", lambda n: [2, n, 16, "64K"],
              150000, 1500000, (30000, 150000), None,
-             "2 producer -> consumer pairs (4 threads), 16 B-64 KiB, every free remote"),
+             "2 producer -> consumer pairs (4 threads), 16 B-64 KiB, every free remote; each "
+             "consumer starts at a full ring of 4096 blocks"),
     Workload("thread_churn", "bench_thread_churn", lambda n: [n, 4, 500],
              5000, 20000, (500, 2500), None,
              "short-lived threads (4 at a time, 500 ops each, 8 blocks left to main)"),
