@@ -57,7 +57,8 @@ struct hak_heap {
   uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
   uint8_t     drain[HAK_NCLASSES];      /* bit 0: refilled since the last flush; bit 1: that flush
                                            sent only other threads' blocks (thread.c, "Drain") */
-  void      **slot_store;               /* backing store of the bins' slots */
+  void      **slot_store;               /* backing store of the bins' slots (heap/tcache.c, "Slots") */
+  uint16_t    room[HAK_NCLASSES];       /* slots the class's area holds: >= its cap */
   hak_page_cache_t pcache;              /* empty pages (and freed large blocks) for reuse */
   /* Cache sizing (heap/tcache.c), all owner-only and on the cold side. */
   size_t      cap_bytes;                /* sum over classes of cap * class size: <= budget */

@@ -39,7 +39,21 @@
  *   whole: its blocks are of no use here and their owner needs them.
  *
  * Since cached bytes <= sum of cap * size <= budget at every moment, the
- * budget bounds what a thread holds, idle or not. */
+ * budget bounds what a thread holds, idle or not.
+ *
+ * Slots. The class caches' slot arrays share the heap's slot store (sized
+ * for every class at its largest cap, heap/pool.c), packed in class order,
+ * each area as large as the most its class's cap has been in this thread
+ * (h->room). A thread that uses a few classes, or keeps small caps (a
+ * consumer's drained classes), touches a few pages of it, not one page or
+ * more per class as when each class had its largest area reserved from the
+ * start (of a 40 KiB heap record, bench_prodcons's consumer had 32 KiB
+ * resident, now 20). A cap growing past its room moves the areas of the
+ * classes after it up by the difference, their live slots only, and
+ * re-points their bins: a cold event, at most one per doubling of a cap, and the fast
+ * paths see only b->slots, as before. Rooms never shrink (until the heap
+ * is handed to a new thread), so the sum of rooms stays within the store:
+ * each room is at most the class's tcache_slots. */
 #include "heap/heap.h"
 #include "heap/size_class.h"
 #include "policy/config.h"
@@ -85,6 +99,30 @@ static void lru_touch(hak_heap_t *h, unsigned c) {
   h->lru_last = (uint8_t)c;
 }
 
+/* Pack the slot areas, each as large as the class's cap (see "Slots"). */
+static void slots_layout(hak_tls_t *t, hak_heap_t *h) {
+  void **s = h->slot_store;
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    hak_bin_t *b = bin_of(t, c);
+    b->slots = s;
+    h->room[c] = (uint16_t)b->cap;
+    s += b->cap;
+  }
+}
+
+/* Make room for `want` slots in class c's area: the areas after it move up. */
+static void slots_widen(hak_tls_t *t, unsigned c, uint32_t want) {
+  hak_heap_t *h = t->heap;
+  if (want <= h->room[c]) return;
+  size_t delta = want - h->room[c];
+  for (unsigned k = HAK_NCLASSES - 1; k > c; k--) { /* from the top: nothing is overwritten before it moves */
+    hak_bin_t *b = bin_of(t, k);
+    if (b->count) memmove(b->slots + delta, b->slots, (size_t)b->count * sizeof(void *));
+    b->slots += delta;
+  }
+  h->room[c] = (uint16_t)want;
+}
+
 void tcache_init(hak_tls_t *t, hak_heap_t *h) {
   h->cap_bytes = 0;
   h->tick = 0;
@@ -101,6 +139,7 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
     h->seen_count[c] = 0;
     h->seen_top[c] = NULL;
   }
+  slots_layout(t, h);
   lru_init(h);
 }
 
@@ -156,10 +195,12 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
   }
 }
 
-static void class_grow(hak_tls_t *t, unsigned c) {
+/* Double the class's cap, to at most `limit` and the class maximum. */
+static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
   hak_heap_t *h = t->heap;
   hak_bin_t *b = bin_of(t, c);
   uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = b->cap;
+  if (max > limit) max = limit;
   if (cap >= max) return;
   uint32_t want = cap ? 2 * cap : 1;
   if (want > max) want = max;
@@ -170,6 +211,7 @@ static void class_grow(hak_tls_t *t, unsigned c) {
     if (room < (want - cap) * size) want = cap + (uint32_t)(room / size);
     if (want <= cap) return;
   }
+  slots_widen(t, c, want);
   h->cap_bytes += (want - cap) * size;
   b->cap = want;
   h->heat[c] = 0;
@@ -186,7 +228,7 @@ static void learner_step(hak_tls_t *t) {
       if (h->idle_steps[c] >= 2 && cap > start) class_shrink(t, c, cap / 2 > start ? cap / 2 : start);
     } else {
       h->idle_steps[c] = 0;
-      if (events >= HAK_LEARN_HOT) class_grow(t, c);
+      if (events >= HAK_LEARN_HOT) class_grow(t, c, UINT32_MAX);
     }
     h->refills[c] = h->flushes[c] = h->collects[c] = 0;
     tcache_seen(t, c);
@@ -206,7 +248,7 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
   if (b->cap > max) class_shrink(t, c, max);
   if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, b->cap / 2);
-  if (++h->heat[c] >= HAK_GROW_EVENTS) class_grow(t, c);
+  if (++h->heat[c] >= HAK_GROW_EVENTS) class_grow(t, c, UINT32_MAX);
   if (__atomic_load_n(&hak_config.tcache_learn, __ATOMIC_RELAXED) && h->tick >= h->next_step) {
     h->next_step = h->tick + HAK_LEARN_PERIOD;
     learner_step(t);
@@ -228,8 +270,7 @@ void tcache_drain_event(hak_tls_t *t, unsigned c) {
   if (b->cap > want) {
     class_shrink(t, c, want);
   } else if (b->cap < want && ++h->heat[c] >= HAK_GROW_EVENTS) {
-    class_grow(t, c);
-    if (b->cap > want) class_shrink(t, c, want);
+    class_grow(t, c, want); /* not past want: its slot area would keep the excess */
   }
 }
 

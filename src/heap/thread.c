@@ -74,18 +74,16 @@ bool thread_heap_init(hak_tls_t *t) {
   if (HAK_UNLIKELY(!exit_key_ok)) return false;
   hak_heap_t *h = pool_take((int)syscall(SYS_gettid));
   if (!h) return false;
-  void **slot = h->slot_store;
   heap_lock(h); /* a collector may look at a recycled heap */
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_bin_t *b = bin_of(t, c);
-    b->slots = slot;
     b->count = 0;
-    slot += hak_config.tcache_slots[c];
     h->batch[c] = 4;
     h->allocates[c] = 0; /* a recycled heap starts afresh */
     h->drain[c] = 0;
   }
-  /* Caps start small; heap/tcache.c grows them as classes are used. */
+  /* Caps start small; heap/tcache.c grows them as classes are used, and
+   * lays out the slot areas by cap. */
   tcache_init(t, h);
   heap_unlock(h);
   t->heap = h;
