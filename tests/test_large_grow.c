@@ -23,9 +23,14 @@
  *     (33 KiB .. 1 MiB, some becoming huge) in shared segments, contents
  *     checked at every step: the shard lock and returned stack the resizes
  *     use, under contention.
+ *  7. books: after 1-5 and after 6, with every shard locked, each shard's
+ *     free and dirty slice counts and the process-wide free and dirty
+ *     bytes (segment/shard.h) equal what its segments' masks say: a grow
+ *     takes its slices out of them once, a shrink's tail goes back once.
  */
 #include "hak_test.h"
 #include "hak_internal.h"
+#include "segment/shard.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -64,6 +69,36 @@ static void check_usable(char *p, size_t n, size_t max_slices, const char *what)
   CHECK(u >= n, "%s: usable size %zu below the request %zu", what, u, n);
   CHECK(u <= max_slices * SLICE, "%s: usable size %zu beyond %zu slices", what, u, max_slices);
   memset(p + n, 0x33, u - n); /* all of it writable */
+}
+
+/* Every shard locked in order (no holder of one waits for another), so the
+ * books are still; a segment off its shard's list has no free slice. */
+static void check_books(const char *when) {
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) shard_lock(&hak_seg_shards[i]);
+  size_t free_b = 0, dirty_b = 0;
+  int bad = -1;
+  unsigned fs = 0, ds = 0;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS && bad < 0; i++) {
+    seg_shard_t *sh = &hak_seg_shards[i];
+    fs = ds = 0;
+    for (hak_segment_t *sg = sh->head; sg; sg = sg->next) {
+      fs += pop32(sg->free_mask);
+      ds += pop32(sg->dirty_mask);
+      free_b += mask_bytes(sg->free_mask);
+      dirty_b += mask_bytes(sg->dirty_mask);
+    }
+    if (LOAD(sh->free_slices) != fs || LOAD(sh->dirty_slices) != ds) bad = (int)i;
+  }
+  size_t book_free = LOAD(hak_seg_books.free), book_dirty = LOAD(hak_seg_books.dirty);
+  unsigned sh_free = bad >= 0 ? LOAD(hak_seg_shards[bad].free_slices) : 0;
+  unsigned sh_dirty = bad >= 0 ? LOAD(hak_seg_shards[bad].dirty_slices) : 0;
+  for (unsigned i = HAK_SEG_SHARDS; i-- > 0;) hak_unlock(&hak_seg_shards[i].lock);
+  CHECK(bad < 0, "%s: shard %d counts %u free and %u dirty slices, its segments have %u and %u", when, bad, sh_free,
+        sh_dirty, fs, ds);
+  CHECK(book_free == free_b && book_dirty == dirty_b,
+        "%s: books say %zu free and %zu dirty bytes, the segments have %zu and %zu", when, book_free, book_dirty,
+        free_b, dirty_b);
+  printf("test_large_grow: books %s: %zu free bytes, %zu dirty, as the segments say\n", when, free_b, dirty_b);
 }
 
 enum { T = 4, B = 6, STEPS = 3000 };
@@ -169,8 +204,10 @@ int main(void) {
   CHECK(ht_verify(q, 1, 0, 70000) == (size_t)-1, "contents lost after neighbours came and went");
   free(q);
   printf("test_large_grow: slices given back reused in full: ok\n");
+  check_books("after one thread's resizes");
 
   check_threads();
+  check_books("after 4 threads' resizes");
   printf("test_large_grow: OK\n");
   return 0;
 }
