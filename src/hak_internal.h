@@ -118,7 +118,15 @@ typedef struct hak_page {
   /* Fresh from its segment with every byte known to read zero (its slices
    * untouched or purged since): calloc of a large block skips the memset. */
   uint8_t   known_zero;
+  /* The local free list is only what one take of the remote list brought
+   * onto an empty list: blocks another thread has just freed. A refill
+   * walks such a list instead of taking it lazily (heap/heap.c, heap_take). */
+  uint8_t   list_remote;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
+  /* The last block of the local free list while it is not empty, kept by
+   * every change of the list (owner only): a pending list (heap/heap.h)
+   * goes back onto its page without a walk. */
+  void     *free_tail;
   /* Abandoned-stack entry: link, and 1 while an entry for this record is on
    * a stack or held by a taker. An entry can outlive the page's abandonment
    * (stale), so page_init keeps these two and segments are not unmapped

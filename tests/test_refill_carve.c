@@ -32,7 +32,7 @@ int main(void)
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         unsigned cls = size_class_of(sizes[s]);
         void *a[TAKE], *b[MORE], *c[MORE];
-        unsigned n = heap_take(h, cls, a, TAKE);
+        unsigned n = heap_take(h, cls, a, TAKE, NULL);
         CHECK(n == TAKE, "class of %zu B: the first refill gave %u blocks, not %u", sizes[s], n, TAKE);
         hak_page_t *p = page_of(a[TAKE - 1]);
         unsigned kept = 0; /* the blocks of a's last page go back, BACK of them */
@@ -53,7 +53,7 @@ int main(void)
         for (void *x = p->free; x && nfree < MORE; x = block_next(p, x))
             freed[nfree++] = x;
         CHECK(nfree >= BACK && nfree < MORE, "class of %zu B: %u blocks free on the page", sizes[s], nfree);
-        n = heap_take(h, cls, b, MORE);
+        n = heap_take(h, cls, b, MORE, NULL);
         CHECK(n == nfree, "class of %zu B: with %u blocks free on the page a refill of %u gave %u (carved %td bytes)",
               sizes[s], nfree, MORE, n, p->bump - bump);
         CHECK(p->bump == bump, "class of %zu B: the refill carved %td bytes while freed blocks were there", sizes[s],
@@ -64,7 +64,7 @@ int main(void)
                 j++;
             CHECK(j < nfree, "class of %zu B: the refill gave a block that was not free", sizes[s]);
         }
-        unsigned m = heap_take(h, cls, c, MORE); /* nothing free now: carves */
+        unsigned m = heap_take(h, cls, c, MORE, NULL); /* nothing free now: carves */
         CHECK(m >= 1 && p->bump > bump, "class of %zu B: with nothing free the refill did not carve (%u blocks)",
               sizes[s], m);
         size_t bsize = hak_class_size[cls], step = 4096 / bsize > 4 ? 4096 / bsize : 4;

@@ -33,8 +33,8 @@ HAK_EXPORT void *hak_malloc(size_t n) __attribute__((alias("malloc"), copy(mallo
 HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
 #endif
 
-HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
-  unsigned cls = class_of_bin_off(fast_bin_off(b));
+/* The refill, once the pending list is empty too. */
+static HAK_NOINLINE void *alloc_refill(unsigned cls) {
   void *p = heap_refill_alloc(&hak_tls, cls);
   if (HAK_UNLIKELY(!p)) {
     errno = ENOMEM;
@@ -43,6 +43,20 @@ HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
     HAK_MARK_ALLOCATED(p);
   }
   purge_tick();
+  return p;
+}
+
+/* The pending list before a refill (heap.h: hak_pend_t), in a leaf: a
+ * stream of pops saves no register. No purge_tick here: an armed purge
+ * deadline would send every pop to purge_tick_slow; the refills tick. */
+HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
+  unsigned off = fast_bin_off(b);
+  hak_heap_t *h = hak_tls.heap; /* NULL: no heap (yet, or any more) */
+  hak_pend_t *q = h ? (hak_pend_t *)((char *)h->pend + off) : NULL; /* pend[] is indexed as bins[] */
+  if (HAK_UNLIKELY(!q || q->head == NULL)) return alloc_refill(class_of_bin_off(off));
+  void *p;
+  PEND_POP(q, p);
+  HAK_MARK_ALLOCATED(p);
   return p;
 }
 
@@ -57,11 +71,17 @@ HAK_NOINLINE void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) {
 #if HAK_CHECKS
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
 
-/* Freed before and not handed out since: in the thread's cache, or (a class
- * whose cache is small or empty sends blocks straight back) on its page. */
+/* Freed before and not handed out since: in the thread's cache, in its
+ * pending list (heap.h), or (a class whose cache is small or empty sends
+ * blocks straight back) on its page. */
 static bool freed_already(hak_bin_t *b, void *p) {
   for (uint32_t i = 0; i < b->count; i++)
     if (b->slots[i] == p) return true;
+  size_t c = (size_t)(b - hak_tls.bins) - 1; /* b's class */
+  if (c < HAK_NCLASSES && hak_tls.state == HAK_THREAD_LIVE) {
+    for (void *q = pend_of(&hak_tls, (unsigned)c)->head; q; q = block_next(page_of(q), q))
+      if (q == p) return true;
+  }
   return heap_block_on_page(hak_tls.heap, p);
 }
 

@@ -10,6 +10,7 @@
 
 #include "hak_internal.h"
 #include "os/lock.h"
+#include "segment/free_list.h"
 #include "segment/page_cache.h"
 
 typedef struct hak_bin {
@@ -19,6 +20,25 @@ typedef struct hak_bin {
 } hak_bin_t;
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
+
+/* A class's pending list: a page's whole free list, handed to the thread
+ * by a refill instead of being walked into the cache (heap_take). malloc's
+ * miss pops one block of it per call before it refills (front/malloc.c), so
+ * each link is read by the call that hands its block out, a cache miss
+ * overlapped with the program's own work, instead of a cache-full of them
+ * read back to back. The blocks stay linked as on their page (encoded in
+ * the secure build) and all lie on one page, which counts them as used;
+ * heap_return_pending gives the rest back (thread exit, malloc_trim, an
+ * idle class shrunk). Not a list that is only remote frees just taken
+ * (hak_page_t.list_remote: heap.c, heap_take). The lists live in the heap
+ * record, not in TLS: the TLS block must stay small enough for dlopen of
+ * the initial-exec library (test_dlopen: "cannot allocate memory in static
+ * TLS block" with them beside the bins). */
+typedef struct hak_pend {
+  void    *head;     /* next block to hand out, NULL when empty */
+  uint32_t n;        /* blocks left in the list */
+  uint32_t unused;
+} hak_pend_t;
 
 /* bins[v] is indexed by the slice map's value v (see guard/registry.h):
  * v == 0 (not a small block of ours, or not known yet) and v ==
@@ -31,6 +51,20 @@ typedef struct hak_tls {
 } hak_tls_t;
 
 HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls + 1]; }
+
+/* Pop the next block p of the non-empty pending list *q (a plain pointer,
+ * or the thread-pointer-relative one of front/front.h, hence a macro). Its
+ * link is read now (the secure build decodes and checks it), and the block
+ * after it is prefetched for writing: the next pop reads its link and the
+ * program writes that block once it has it, while it works in between. */
+#define PEND_POP(q, p)                                   \
+  do {                                                   \
+    (p) = (q)->head;                                     \
+    void *pend_next_ = block_next(page_of(p), (p));      \
+    (q)->head = pend_next_;                              \
+    (q)->n--;                                            \
+    __builtin_prefetch(pend_next_, 1, 3);                \
+  } while (0)
 
 /* Initial-exec: one fixed offset from the thread pointer. The dynamic-TLS
  * build (HAKMEM_DYNAMIC_TLS, loadable with dlopen) takes the model of its
@@ -76,6 +110,11 @@ struct hak_heap {
   uint16_t    seen_count[HAK_NCLASSES]; /* the cache as last seen on the cold side: */
   void       *seen_top[HAK_NCLASSES];   /*   unchanged since means likely untouched */
   uint8_t     idle_steps[HAK_NCLASSES]; /* learner steps in a row without an event */
+  void       *pend_tail[HAK_NCLASSES];  /* last block of the class's pending list (hak_pend_t) */
+  /* The owner's pending lists (hak_pend_t), indexed as its TLS bins (the
+   * two sentinels stay empty), so malloc's miss finds one at the bin's
+   * offset; owner only, never read by a collector. */
+  hak_pend_t  pend[HAK_NCLASSES + 2];
   /* Process-wide collection (heap/collect.c): the owner holds `lock` on its
    * slow paths (never on the fast path); another thread takes it only with a
    * try, to collect the remote frees of a heap whose owner stays away. */
@@ -92,6 +131,10 @@ struct hak_heap {
   _Atomic(uint8_t) user_state;
   hak_page_list_t user_large;
 };
+
+_Static_assert(sizeof(hak_pend_t) == sizeof(hak_bin_t), "pend[] is indexed by bin offsets");
+/* The pending list of class cls of thread t (which has a heap). */
+HAK_INLINE hak_pend_t *pend_of(hak_tls_t *t, unsigned cls) { return &t->heap->pend[cls + 1]; }
 
 /* The calling thread's page cache, NULL if it has no live heap. */
 HAK_INLINE hak_page_cache_t *thread_page_cache(void) {
@@ -117,8 +160,11 @@ HAK_INLINE bool heap_trylock(hak_heap_t *h) {
 HAK_INLINE void heap_unlock(hak_heap_t *h) { atomic_store_explicit(&h->lock, 0, memory_order_release); }
 
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
- * (0 only when the OS refuses memory). */
-unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max) HAK_HIDDEN;
+ * (0 only when the OS refuses memory). With `pend` (empty), a page's free
+ * list goes there whole instead, and the call returns 0 with pend filled. */
+unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend) HAK_HIDDEN;
+/* A pending list's blocks back onto their page; q (h's owner's) is left empty. */
+void heap_return_pending(hak_heap_t *h, hak_pend_t *q) HAK_HIDDEN;
 /* Give blocks back to their pages: local pages directly, others remotely. */
 unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN;
 /* p sits on the local free list of its page, and h owns that page (a block
@@ -163,7 +209,8 @@ void tcache_drain_event(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
 HAK_INLINE void tcache_seen(hak_tls_t *t, unsigned c) {
   hak_bin_t *b = bin_of(t, c);
   t->heap->seen_count[c] = (uint16_t)b->count;
-  t->heap->seen_top[c] = b->count ? b->slots[b->count - 1] : NULL;
+  /* An empty cache: the pending list's head, which every pop changes. */
+  t->heap->seen_top[c] = b->count ? b->slots[b->count - 1] : pend_of(t, c)->head;
 }
 /* Publish the thread's caps to the statistics (thread exit). */
 void tcache_publish(hak_tls_t *t) HAK_HIDDEN;

@@ -145,7 +145,7 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
 
 static bool class_untouched(hak_tls_t *t, unsigned c) {
   hak_bin_t *b = bin_of(t, c);
-  return b->count == t->heap->seen_count[c] && (b->count ? b->slots[b->count - 1] : NULL) == t->heap->seen_top[c];
+  return b->count == t->heap->seen_count[c] && (b->count ? b->slots[b->count - 1] : pend_of(t, c)->head) == t->heap->seen_top[c];
 }
 
 static void class_seen_used(hak_tls_t *t, unsigned c) {
@@ -170,6 +170,14 @@ static void class_shrink(hak_tls_t *t, unsigned c, uint32_t cap) {
   t->heap->heat[c] = 0;
 }
 
+/* The same for a class found idle, which also gives back its pending
+ * list (heap.h): pending blocks keep their page alive, and an idle class
+ * has no use for them. */
+static void class_shrink_idle(hak_tls_t *t, unsigned c, uint32_t cap) {
+  if (pend_of(t, c)->head) heap_return_pending(t->heap, pend_of(t, c));
+  class_shrink(t, c, cap);
+}
+
 /* Make `need` bytes of room in the budget by shrinking classes idle for
  * HAK_STEAL_AGE events, least recently used first. */
 static void make_room(hak_tls_t *t, unsigned except, size_t need) {
@@ -191,7 +199,7 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
       class_seen_used(t, c);
     }
     if (victim == HAK_NCLASSES) return;
-    class_shrink(t, victim, bin_of(t, victim)->cap / 2);
+    class_shrink_idle(t, victim, bin_of(t, victim)->cap / 2);
   }
 }
 
@@ -225,7 +233,7 @@ static void learner_step(hak_tls_t *t) {
     if (events + h->collects[c] == 0 && class_untouched(t, c)) {
       if (h->idle_steps[c] < 255) h->idle_steps[c]++;
       uint32_t cap = bin_of(t, c)->cap, start = hak_config.tcache_start[c];
-      if (h->idle_steps[c] >= 2 && cap > start) class_shrink(t, c, cap / 2 > start ? cap / 2 : start);
+      if (h->idle_steps[c] >= 2 && cap > start) class_shrink_idle(t, c, cap / 2 > start ? cap / 2 : start);
     } else {
       h->idle_steps[c] = 0;
       if (events >= HAK_LEARN_HOT) class_grow(t, c, UINT32_MAX);

@@ -81,6 +81,10 @@ bool thread_heap_init(hak_tls_t *t) {
     h->batch[c] = 4;
     h->allocates[c] = 0; /* a recycled heap starts afresh */
     h->drain[c] = 0;
+    /* Empty after a thread exit; a heap of a thread that vanished in a fork
+     * may come back with lists whose blocks are lost to the child (as its
+     * cached blocks are: remote.c, "Fork"). */
+    h->pend[c + 1] = (hak_pend_t){0};
   }
   /* Caps start small; heap/tcache.c grows them as classes are used, and
    * lays out the slot areas by cap. */
@@ -97,7 +101,7 @@ bool thread_heap_init(hak_tls_t *t) {
 void *shared_alloc(unsigned cls) {
   void *p = NULL;
   hak_lock(&shared_lock);
-  unsigned n = heap_take(&shared_heap, cls, &p, 1);
+  unsigned n = heap_take(&shared_heap, cls, &p, 1, NULL);
   hak_unlock(&shared_lock);
   HAK_STAT_INC(HAK_EV_SHARED_ALLOC);
   return n ? p : NULL;
@@ -110,15 +114,22 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls) {
   void *p;
   t->heap->drain[cls] |= 1;
   tcache_cold_event(t, cls, true);
-  if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1) ? p : NULL;
+  if (HAK_UNLIKELY(b->cap == 0)) return heap_take(t->heap, cls, &p, 1, NULL) ? p : NULL;
   /* Slow start: a thread that needs few blocks of a class carves (and at
    * exit writes to) few; one that keeps refilling gets half a cache each time. */
   hak_heap_t *h = t->heap;
   unsigned half = b->cap / 2 ? b->cap / 2 : 1;
   unsigned want = h->batch[cls] < half ? h->batch[cls] : half;
   if (h->batch[cls] < half) h->batch[cls] = (uint16_t)(2 * h->batch[cls] < half ? 2 * h->batch[cls] : half);
-  unsigned n = heap_take(h, cls, b->slots, want);
-  if (!n) return NULL;
+  hak_pend_t *q = pend_of(t, cls);
+  unsigned n = heap_take(h, cls, b->slots, want, q);
+  if (!n) {
+    if (!q->head) return NULL;
+    void *p;
+    PEND_POP(q, p); /* a page's free list came, not walked */
+    tcache_seen(t, cls);
+    return p;
+  }
   b->count = n - 1;
   tcache_seen(t, cls);
   return b->slots[n - 1];
@@ -140,7 +151,8 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   }
   hak_bin_t *b = bin_of(t, cls);
   hak_heap_t *h = t->heap;
-  bool drain = h->drain[cls] == 2;
+  /* A class with a pending list allocates from it (no refill counted). */
+  bool drain = h->drain[cls] == 2 && !pend_of(t, cls)->head;
   if (b->count >= b->cap) {
     if (drain) tcache_drain_event(t, cls);
     else tcache_cold_event(t, cls, false);
@@ -168,6 +180,7 @@ void heap_flush_all(hak_tls_t *t) {
   if (t->state != HAK_THREAD_LIVE) return;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_bin_t *b = bin_of(t, c);
+    if (pend_of(t, c)->head) heap_return_pending(t->heap, pend_of(t, c));
     if (!b->count) continue;
     heap_return_blocks(t->heap, b->slots, b->count);
     b->count = 0;

@@ -22,8 +22,9 @@
  * together, and the owner's exchange takes all at once: it knows how many
  * blocks came, where the list starts and where it ends, without reading any
  * of them (it writes only the last block's link, to join the list to a local
- * free list that is not empty; it used to walk the list to find it, reading
- * every block another thread had just written). A pusher preempted before
+ * free list that is not empty, or notes that block as the local list's last,
+ * page->free_tail, when it was empty; it used to walk the list to find it,
+ * reading every block another thread had just written). A pusher preempted before
  * its CAS has changed nothing; one preempted after it is done with the
  * list. No ABA: only the owner removes, and it removes everything.
  *
@@ -135,6 +136,10 @@ unsigned remote_take(hak_page_t *page, bool keep_queued) {
    * 5% of bench_sizemix's time, beside the refill's own walk of the same
    * blocks.) */
   if (page->free) block_set_next(page, remote_tail(page, v), page->free);
+  else {
+    page->free_tail = remote_tail(page, v);
+    page->list_remote = 1;
+  }
   page->free = head;
   page->used -= n;
   HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
