@@ -122,6 +122,10 @@ typedef struct hak_page {
    * onto an empty list: blocks another thread has just freed. A refill
    * walks such a list instead of taking it lazily (heap/heap.c, heap_take). */
   uint8_t   list_remote;
+  /* An empty page its heap keeps beyond the first of its class, counted in
+   * the heap's kept_pages (heap/heap.c, page_maybe_retire). Owner only;
+   * cleared by page_init and on adoption. */
+  uint8_t   kept;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
   /* The last block of the local free list while it is not empty, kept by
    * every change of the list (owner only): a pending list (heap/heap.h)

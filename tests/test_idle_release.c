@@ -9,8 +9,9 @@
  *     idle thread in bench_thread_mem), and at most 64 KiB of blocks cached
  *     (the issue's bound; heap_thread_cached_bytes, as in test_tcache).
  *  2. A class used again and again keeps its empty page while the thread is
- *     active; after two collector passes with the thread idle in between,
- *     the page is gone, and the class still works afterwards.
+ *     active, and a class whose bursts span several pages keeps them all
+ *     (up to 256 KiB); after two collector passes with the thread idle in
+ *     between, every one is gone, and the class still works afterwards.
  *  3. Concurrency: threads that alternate bursts (contents checked) with
  *     idle pauses, while the main thread collects in a loop: the collector
  *     takes pages only under the heap's lock, only empty ones, so no block
@@ -44,6 +45,8 @@ static void *passing_thread(void *arg) {
   return NULL;
 }
 
+enum { BURST = 200, BURST_SIZE = 1000 }; /* about 4 pages of the 1 KiB class */
+
 static void *warm_thread(void *arg) {
   (void)arg;
   for (int i = 0; i < 16; i++) {
@@ -53,13 +56,29 @@ static void *warm_thread(void *arg) {
     free(p);
   }
   hak_collect(false); /* flushes this thread's caches: the page empties, and stays (warm) */
+  size_t one = heap_thread_kept_bytes();
+  /* A class whose bursts span several pages keeps them all (up to 256 KiB
+   * of empty pages), not only the last one: the next burst reuses what this
+   * one touched instead of cutting pages afresh. */
+  static char *burst[BURST];
+  for (int r = 0; r < 4; r++) {
+    for (int i = 0; i < BURST; i++) {
+      burst[i] = malloc(BURST_SIZE);
+      CHECK(burst[i] != NULL, "malloc");
+      memset(burst[i], 4, BURST_SIZE);
+    }
+    for (int i = 0; i < BURST; i++) free(burst[i]);
+  }
+  hak_collect(false);
   size_t active = heap_thread_kept_bytes();
   pthread_barrier_wait(&step); /* idle while main collects */
   pthread_barrier_wait(&step);
   size_t idle = heap_thread_kept_bytes();
-  printf("test_idle_release: warm class: %zu bytes of empty pages kept while active, %zu after idling\n", active,
-         idle);
-  CHECK(active > 0, "a class in use keeps its page for the next refill");
+  printf("test_idle_release: warm classes: %zu bytes of empty pages kept for one, %zu for both while active, %zu "
+         "after idling\n", one, active, idle);
+  CHECK(one > 0, "a class in use keeps its page for the next refill");
+  CHECK(active >= one + 3 * 65536 && active <= one + 4 * 65536,
+        "a class whose bursts span ~4 pages keeps %zu bytes of empty pages (want 3 or 4 pages)", active - one);
   CHECK(idle == 0, "an idle thread still keeps %zu bytes of empty pages", idle);
   char *p = malloc(20000);
   CHECK(p != NULL, "malloc after the release");

@@ -9,7 +9,9 @@
  * the page has free (those, and in the secure build the extra blocks its
  * shuffled carve left there): the refill must hand out exactly the free
  * blocks, and the page's uncarved end must not move.  A second refill, with
- * nothing free, carves: at most max(4096 / size, 4) blocks.
+ * nothing free, carves: at most max(4096 / size, 4) blocks.  And across
+ * pages: while another page of the class has freed blocks, the current
+ * page's uncarved end does not move (other_page_first).
  *
  * usage: test_refill_carve
  */
@@ -21,6 +23,67 @@
 #define TAKE 4
 #define BACK 3
 #define MORE 40 /* the second refill asks for more than the page has free */
+
+/* Across pages too: while another page of the class has freed blocks, the
+ * current page is not carved. The class's first page is carved to its end,
+ * a second one begun, and all blocks of the first but one (so that it stays
+ * in use) go back: a refill must take those and leave the second's
+ * uncarved end where it was. */
+#define OTHER_SIZE 512
+#define OTHER_MAX  1024 /* more than a page of 512 B blocks */
+static void other_page_first(hak_heap_t *h)
+{
+    unsigned cls = size_class_of(OTHER_SIZE);
+    static void *held[OTHER_MAX];
+    unsigned n = 0;
+    hak_page_t *first = NULL, *second = NULL;
+    while (!second) {
+        CHECK(n < OTHER_MAX - 64, "%u blocks of %d B taken and still one page", n, OTHER_SIZE);
+        unsigned k = heap_take(h, cls, held + n, 64, NULL);
+        CHECK(k > 0, "refill of %d B blocks gave none", OTHER_SIZE);
+        for (unsigned i = n; i < n + k; i++) {
+            hak_page_t *p = page_of(held[i]);
+            if (!first) first = p;
+            else if (p != first && !second) second = p;
+        }
+        n += k;
+    }
+    CHECK(h->avail[cls].head == second && second->bump < second->end,
+          "the second page is not the class's current, partly carved page");
+    void *back[OTHER_MAX], *keep[OTHER_MAX];
+    unsigned nback = 0, nkeep = 0, kept_one = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (page_of(held[i]) == first && kept_one++) back[nback++] = held[i];
+        else keep[nkeep++] = held[i];
+    }
+    CHECK(nback > 4, "only %u blocks of the first page to give back", nback);
+    heap_return_blocks(h, back, nback);
+    uint8_t *bump = second->bump;
+    void *spare[64]; /* the secure build's carve leaves extra blocks free on the page */
+    unsigned nspare = 0;
+    for (void *x = second->free; x && nspare < 64; x = block_next(second, x))
+        spare[nspare++] = x;
+    void *got[16];
+    unsigned m = heap_take(h, cls, got, 16, NULL);
+    CHECK(m > 0, "refill gave nothing");
+    for (unsigned i = 0; i < m; i++) {
+        unsigned j = 0;
+        while (j < nspare && spare[j] != got[i])
+            j++;
+        CHECK(page_of(got[i]) == first || j < nspare, "with %u blocks free on another page, a refill gave a new "
+              "block of the current page (carved %td bytes of it)", nback, second->bump - bump);
+    }
+    CHECK(second->bump == bump, "the refill carved %td bytes while another page had freed blocks",
+          second->bump - bump);
+    heap_return_blocks(h, got, m);
+    for (unsigned i = 0; i < nkeep;) { /* one page's run at a time, like a flush */
+        unsigned j = i + 1;
+        while (j < nkeep && page_of(keep[j]) == page_of(keep[i]))
+            j++;
+        heap_return_blocks(h, keep + i, j - i);
+        i = j;
+    }
+}
 
 int main(void)
 {
@@ -75,8 +138,9 @@ int main(void)
         heap_return_blocks(h, b, n);
         heap_return_blocks(h, a + BACK, TAKE - BACK);
     }
+    other_page_first(h);
     printf("test_refill_carve: OK: 4 classes; a refill for %u blocks with %u or more (fewer than %u) free on the "
-           "page took those and carved nothing; with none free it carved at most 4 KiB (or 4 blocks)\n",
+           "page took those and carved nothing; with none free it carved at most 4 KiB (or 4 blocks); freed blocks of another page went before a carve\n",
            MORE, BACK, MORE);
     return 0;
 }

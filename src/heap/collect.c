@@ -53,7 +53,8 @@
  * A preempted collector delays only the owner's next slow path, and other
  *   collectors (trylock fails, they move on).
  * Idle owners' pages: a heap keeps the empty page of a class it refilled
- *   at least twice, for its next refill (heap.c, page_maybe_retire), and arms
+ *   at least twice (and a few more of one slice each, within bounds), for
+ *   its next refill (heap.c, page_maybe_retire), and arms
  *   the deadline. Each collector pass compares the heap's activity count
  *   (refills and flushes, counted under h->lock) with the count it saw on
  *   the previous pass: unchanged means the owner has not been on a slow path

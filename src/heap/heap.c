@@ -81,21 +81,64 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
   p->state = HAK_PAGE_AVAIL;
 }
 
-/* An empty page goes back to its segment, unless it is the class's only page
- * in a heap that keeps coming back to the class (then the next refill would
- * just fetch it again), or it is queued for its remote frees (then it is
- * retired when popped). A heap that only adopted the page by freeing into
- * it, like a main thread reaping its workers' blocks, gives it back; so does
- * one that refilled the class only once: a thread that touched a class in
- * passing keeps no page of it (64 such threads each held ~480 KiB of empty
- * pages, bench_thread_mem). */
+/* An empty page goes back to its segment, unless the heap keeps coming back
+ * to its class (then the next refill would just fetch it again), or it is
+ * queued for its remote frees (then it is retired when popped). A heap that
+ * only adopted the page by freeing into it, like a main thread reaping its
+ * workers' blocks, gives it back; so does one that refilled the class only
+ * once: a thread that touched a class in passing keeps no page of it (64
+ * such threads each held ~480 KiB of empty pages, bench_thread_mem).
+ *
+ * A class that keeps coming back keeps more empty pages of one slice (its
+ * blocks up to 8 KiB) than its last one: up to 4 per class and 32 per heap
+ * (256 KiB and 2 MiB; 2 and 8 outside the speed profile). A producer whose
+ * blocks all come back between two bursts (its consumer ran while it
+ * waited: a loaded machine, one CPU for both) saw every page but its current
+ * ones emptied, retired and cut again at the next burst, reset to its start
+ * and handed out through caches keyed by class, so pages wandered between
+ * classes and slices, and each slice ended up resident as far as any class
+ * had carved it (bench_prodcons 1 3000000 on one CPU: ~13 pages retired and
+ * cut again per ring, 1.4 MiB more resident in segments than with a CPU
+ * each). A kept page keeps its carved blocks on its free list, so the next
+ * burst reuses the memory this one touched. Pages of several slices are not
+ * kept beyond the last one: one per class of 8-64 KiB blocks held ~10 MiB
+ * more in bench_prodcons 2 150000 16 64K. The scan for the class's other
+ * empty pages is bounded (KEEP_SCAN): past it the page goes. */
 #define KEEP_AFTER_TAKES 2
+#define KEEP_SCAN 16
+HAK_INLINE unsigned keep_class_pages(void) { return hak_config.profile == HAK_PROFILE_SPEED ? 4 : 2; }
+HAK_INLINE unsigned keep_heap_pages(void) { return hak_config.profile == HAK_PROFILE_SPEED ? 32 : 8; }
+
+/* Whether p, just emptied, may stay in l, its class's list: as the class's
+ * only page, or within the bounds above (then counted). */
+static bool keep_empty_page(hak_heap_t *h, const hak_page_list_t *l, hak_page_t *p) {
+  if (l->head == p && p->next == NULL) return true;
+  if (p->slice_count != 1 || h->kept_pages + 1 > keep_heap_pages()) return false;
+  unsigned empty = 1, seen = 0;
+  for (const hak_page_t *q = l->head; q; q = q->next) {
+    if (++seen > KEEP_SCAN) return false;
+    if (q != p && q->used == 0) empty++;
+  }
+  if (empty > keep_class_pages()) return false;
+  p->kept = 1;
+  h->kept_pages++;
+  return true;
+}
+
+/* p leaves the kept empty pages (taken from, or given back). */
+HAK_INLINE void page_unkeep(hak_heap_t *h, hak_page_t *p) {
+  if (!p->kept) return;
+  p->kept = 0;
+  h->kept_pages--;
+}
+
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
   hak_page_list_t *l = &h->avail[p->cls];
   /* HAKMEM_ZERO_ON_FREE keeps it anyway: its freed blocks are checked when
    * they are handed out again, not wiped by a fresh carve. */
-  if (l->head == p && p->next == NULL && (h->allocates[p->cls] >= KEEP_AFTER_TAKES || hak_config.zero_on_free)) {
+  if (p->kept) return; /* kept already (emptied again by a collect) */
+  if ((h->allocates[p->cls] >= KEEP_AFTER_TAKES || hak_config.zero_on_free) && keep_empty_page(h, l, p)) {
     /* Kept for the next refill: if the owner goes idle instead, the
      * purge deadline's collector gives it back (heap_release_idle). */
     if (!h->retire_stamp && !atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed))
@@ -272,6 +315,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
   /* Owner first: the take below clears the queued bit, and the next remote
    * free signals whoever owner says. */
   atomic_store_explicit(&p->owner, h, memory_order_release);
+  p->kept = 0; /* counted by the heap that left it */
   remote_take(p, false);
   p->list_remote = 0; /* an exited thread's list: cold */
   if (page_has_free(p)) {
@@ -346,6 +390,15 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       p = heap_page_new(h, cls);
       if (!p) break;
     }
+    /* The same across pages: a current page with nothing freed on it goes
+     * behind the next one when that one has freed blocks, rather than carve
+     * while they wait (pages kept empty, page_maybe_retire, are all free). */
+    if (!p->free && p->next && p->next->free) {
+      list_remove(&h->avail[cls], p);
+      list_push_tail(&h->avail[cls], p);
+      continue;
+    }
+    page_unkeep(h, p);
     if (pend && p->free && !p->list_remote) {
       /* Lazy: the list goes to the thread whole (page_detach), beside
        * what a carve of the page before may have given. Not a list that is
@@ -428,14 +481,17 @@ bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {
   bool idle = h->activity == h->activity_seen, kept = false;
   h->activity_seen = h->activity;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_t *p = h->avail[c].head;
-    if (!p || p->used != 0 || p->next != NULL || !remote_idle(p)) continue;
-    if (!idle) {
-      kept = true;
-      continue;
+    for (hak_page_t *p = h->avail[c].head, *next; p; p = next) {
+      next = p->next;
+      if (p->used != 0 || !remote_idle(p)) continue;
+      if (!idle) {
+        kept = true;
+        continue;
+      }
+      page_unkeep(h, p);
+      list_remove(&h->avail[c], p);
+      segment_page_free_at(p, stamp);
     }
-    list_remove(&h->avail[c], p);
-    segment_page_free_at(p, stamp);
   }
   return kept;
 }
@@ -549,6 +605,7 @@ bool heap_destroy(hak_heap_t *h) {
     else sched_yield();
   }
   page_cache_flush(&h->pcache);
+  h->kept_pages = 0; /* its kept pages are released or awaited: none is reused by h */
   busy_end(h);
   bool done = h->awaiting == 0;
   heap_unlock(h);

@@ -89,6 +89,7 @@ struct hak_heap {
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
+  uint32_t    kept_pages;               /* empty one-slice pages kept beyond the last of a class (heap.c) */
   uint8_t     drain[HAK_NCLASSES];      /* bit 0: refilled since the last flush; bit 1: that flush
                                            sent only other threads' blocks (thread.c, "Drain") */
   void      **slot_store;               /* backing store of the bins' slots (heap/tcache.c, "Slots") */

@@ -88,6 +88,7 @@ bool thread_heap_init(hak_tls_t *t) {
   }
   /* Caps start small; heap/tcache.c grows them as classes are used, and
    * lays out the slot areas by cap. */
+  h->kept_pages = 0;
   tcache_init(t, h);
   heap_unlock(h);
   t->heap = h;

@@ -137,6 +137,7 @@ hak_heap_t *uheap_new(void) {
   }
   /* A pooled record's lists are empty: destroy and delete leave them so. */
   h->pool_next = NULL;
+  h->kept_pages = 0;
   /* A segment shard of its own draw (kept through the record's reuse): its
    * pages come from that shard's segments, not from one all heaps share. */
   if (!h->pcache.shard) h->pcache.shard = segment_shard_pick();
