@@ -190,11 +190,9 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   p->bump = blk;
   if (!e) return;
   memcpy(out, pool, k * sizeof *out);
-  p->free_tail = pool[k]; /* the first pushed: p->free is empty here */
-  p->list_remote = 0;
   for (unsigned i = k; i < w; i++) {
     block_set_next(p, pool[i], p->free);
-    p->free = pool[i];
+    page_free_prepended(p, pool[i], pool[i], false);
   }
 }
 #else
@@ -301,9 +299,7 @@ void heap_return_pending(hak_heap_t *h, hak_pend_t *q) {
   /* In front of what the page got back since (own flushes, remote frees). */
   void *tail = h->pend_tail[p->cls];
   if (p->free) block_set_next(p, tail, p->free);
-  else p->free_tail = tail;
-  p->free = head;
-  p->list_remote = 0;
+  page_free_prepended(p, head, tail, false);
   p->used -= n;
   if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
   if (p->used == 0) page_maybe_retire(h, p);
@@ -450,14 +446,13 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
     if (owner == h) {
       /* Onto the free list in the order single pushes would give: the run's
        * last block on top. */
-      if (!p->free) p->free_tail = b;
-      p->list_remote = 0;
+      void *last = b;
       block_set_next(p, b, p->free);
       for (i++; i < n && (next = page_of(blocks[i])) == p; i++, k++) {
         block_set_next(p, blocks[i], b);
         b = blocks[i];
       }
-      p->free = b;
+      page_free_prepended(p, b, last, false);
       p->used -= k;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
       if (p->used == 0) page_maybe_retire(h, p);

@@ -434,10 +434,8 @@ bool uheap_free(void *p) {
 /* p back on its page pg of h. h->lock held. */
 static void block_return(hak_heap_t *h, hak_page_t *pg, void *p) {
   unsigned cls = pg->cls;
-  if (!pg->free) pg->free_tail = p; /* kept for thread heaps that adopt pg (heap.h) */
-  pg->list_remote = 0;
   block_set_next(pg, p, pg->free);
-  pg->free = p;
+  page_free_prepended(pg, p, p, false); /* free_tail: for thread heaps that adopt pg */
   pg->used--;
   if (pg->state == HAK_PAGE_FULL) { /* behind the current page */
     list_remove(&h->full[cls], pg);

@@ -135,12 +135,9 @@ unsigned remote_take(hak_page_t *page, bool keep_queued) {
    * read every block another thread had just written, a cache miss each:
    * 5% of bench_sizemix's time, beside the refill's own walk of the same
    * blocks.) */
-  if (page->free) block_set_next(page, remote_tail(page, v), page->free);
-  else {
-    page->free_tail = remote_tail(page, v);
-    page->list_remote = 1;
-  }
-  page->free = head;
+  void *tail = remote_tail(page, v);
+  if (page->free) block_set_next(page, tail, page->free);
+  page_free_prepended(page, head, tail, true);
   page->used -= n;
   HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
   return n;
