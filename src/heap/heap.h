@@ -12,6 +12,7 @@
 #include "os/lock.h"
 #include "segment/free_list.h"
 #include "segment/page_cache.h"
+#include "stats/stats.h"
 
 typedef struct hak_bin {
   void   **slots;    /* LIFO stack of free blocks */
@@ -131,6 +132,11 @@ struct hak_heap {
    * and the shared heap; their large blocks, linked through page next/prev. */
   _Atomic(uint8_t) user_state;
   hak_page_list_t user_large;
+#if HAK_STATS
+  /* Thread heaps: the event counters of the threads that had it, added to
+   * by its thread only (hak_stat_mine, stats/stats.h). */
+  hak_counters_t stats;
+#endif
 };
 
 _Static_assert(sizeof(hak_pend_t) == sizeof(hak_bin_t), "pend[] is indexed by bin offsets");

@@ -54,6 +54,7 @@ static void thread_exit(void *arg) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) t->bins[v] = (hak_bin_t){0};
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
+  HAK_STAT_OWN(NULL); /* before h goes back: another thread may take it */
   pool_retire(h, heap_destroy(h));
   HAK_VG_LEAVE();
   HAK_STAT_INC(HAK_EV_THREAD_EXIT);
@@ -92,6 +93,7 @@ bool thread_heap_init(hak_tls_t *t) {
   tcache_init(t, h);
   heap_unlock(h);
   t->heap = h;
+  HAK_STAT_OWN(&h->stats);
   t->state = HAK_THREAD_LIVE;
   /* May allocate (for high key numbers); the heap is live, so that works. */
   pthread_setspecific(exit_key, h);

@@ -6,10 +6,13 @@
  * Nothing here allocates: figures of the process come from /proc through
  * read(2) into stack buffers, text goes out through write(2). Reading the
  * counters takes no lock (relaxed loads: a report taken while other threads
- * run is a consistent-enough snapshot, each counter exact on its own).
+ * run is a consistent-enough snapshot, each counter exact on its own). A
+ * counter is hak_stats's plus every heap's (stats.h, hak_stat_mine): heaps
+ * are never unmapped, and their list is only pushed to.
  * hak_stats_reset does not clear counters that other threads are adding to;
  * it records a baseline that later reads subtract. */
 #include "stats/stats.h"
+#include "heap/heap.h"
 #include "heap/size_class.h"
 #include "large/large.h"
 #include "os/lock.h"
@@ -22,6 +25,9 @@
 #include <unistd.h>
 
 hak_counters_t hak_stats;
+#if HAK_STATS
+__thread hak_counters_t *hak_stat_mine;
+#endif
 static hak_counters_t baseline; /* the counters at the last hak_stats_reset */
 
 #define PUB(f) (unsigned short)offsetof(hak_stats_t, f)
@@ -142,6 +148,19 @@ static uint64_t status_kb(const char *text, const char *key) {
 HAK_INLINE uint64_t load(const _Atomic(uint64_t) *c) { return atomic_load_explicit(c, memory_order_relaxed); }
 HAK_INLINE uint64_t *field_at(hak_stats_t *st, unsigned off) { return (uint64_t *)((uint8_t *)st + off); }
 
+/* n counters from offset off of hak_counters_t, summed over hak_stats and
+ * every heap's own (stats.h, hak_stat_mine), into out. */
+static void counters_total(size_t off, unsigned n, uint64_t *out) {
+  const _Atomic(uint64_t) *g = (const _Atomic(uint64_t) *)((const char *)&hak_stats + off);
+  for (unsigned i = 0; i < n; i++) out[i] = load(&g[i]);
+#if HAK_STATS
+  for (const hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
+    const _Atomic(uint64_t) *c = (const _Atomic(uint64_t) *)((const char *)&h->stats + off);
+    for (unsigned i = 0; i < n; i++) out[i] += load(&c[i]);
+  }
+#endif
+}
+
 void stats_gather(hak_stats_t *st, bool process) {
   memset(st, 0, sizeof *st);
   st->version = HAK_STATS_VERSION;
@@ -169,22 +188,26 @@ void stats_gather(hak_stats_t *st, bool process) {
     st->memory.process_resident_peak = status_kb(buf, "VmHWM:") << 10;
   }
 
+  uint64_t ev[HAK_EV__COUNT];
+  counters_total(offsetof(hak_counters_t, ev), HAK_EV__COUNT, ev);
   for (unsigned e = 0; e < HAK_EV__COUNT; e++)
-    if (HAK_STATS || event_is_os(e)) *field_at(st, event_field[e]) = load(&hak_stats.ev[e]) - load(&baseline.ev[e]);
+    if (HAK_STATS || event_is_os(e)) *field_at(st, event_field[e]) = ev[e] - load(&baseline.ev[e]);
 
   for (unsigned k = 0; k < HAK_NCLASSES; k++) {
     hak_stats_class_t *row = &st->classes[k];
     row->block_size = hak_class_size[k];
 #if HAK_STATS
-    const _Atomic(uint64_t) *c = hak_stats.cls[k], *b = baseline.cls[k];
-    row->refills = load(&c[HAK_CS_REFILL]) - load(&b[HAK_CS_REFILL]);
-    row->flushes = load(&c[HAK_CS_FLUSH]) - load(&b[HAK_CS_FLUSH]);
-    row->blocks_taken = load(&c[HAK_CS_TAKEN]) - load(&b[HAK_CS_TAKEN]);
-    row->blocks_returned = load(&c[HAK_CS_RETURNED]) - load(&b[HAK_CS_RETURNED]);
-    row->blocks_live = load(&c[HAK_CS_TAKEN]) - load(&c[HAK_CS_RETURNED]);
+    uint64_t c[HAK_CS__COUNT];
+    counters_total(offsetof(hak_counters_t, cls[k]), HAK_CS__COUNT, c);
+    const _Atomic(uint64_t) *b = baseline.cls[k];
+    row->refills = c[HAK_CS_REFILL] - load(&b[HAK_CS_REFILL]);
+    row->flushes = c[HAK_CS_FLUSH] - load(&b[HAK_CS_FLUSH]);
+    row->blocks_taken = c[HAK_CS_TAKEN] - load(&b[HAK_CS_TAKEN]);
+    row->blocks_returned = c[HAK_CS_RETURNED] - load(&b[HAK_CS_RETURNED]);
+    row->blocks_live = c[HAK_CS_TAKEN] - c[HAK_CS_RETURNED];
     if ((int64_t)row->blocks_live < 0) row->blocks_live = 0; /* counters read a moment apart */
-    row->cache_alloc_hits = load(&c[HAK_CS_ALLOC_FAST]) - load(&b[HAK_CS_ALLOC_FAST]);
-    row->cache_free_hits = load(&c[HAK_CS_FREE_FAST]) - load(&b[HAK_CS_FREE_FAST]);
+    row->cache_alloc_hits = c[HAK_CS_ALLOC_FAST] - load(&b[HAK_CS_ALLOC_FAST]);
+    row->cache_free_hits = c[HAK_CS_FREE_FAST] - load(&b[HAK_CS_FREE_FAST]);
     st->blocks.small_allocated += row->blocks_taken;
     st->blocks.small_freed += row->blocks_returned;
     st->blocks.small_live += row->blocks_live;
@@ -196,10 +219,13 @@ void stats_gather(hak_stats_t *st, bool process) {
 }
 
 void stats_reset(void) {
-  for (unsigned e = 0; e < HAK_EV__COUNT; e++) atomic_store_explicit(&baseline.ev[e], load(&hak_stats.ev[e]), memory_order_relaxed);
-  for (unsigned k = 0; k < HAK_NCLASSES; k++)
-    for (unsigned j = 0; j < HAK_CS__COUNT; j++)
-      atomic_store_explicit(&baseline.cls[k][j], load(&hak_stats.cls[k][j]), memory_order_relaxed);
+  uint64_t ev[HAK_EV__COUNT], c[HAK_CS__COUNT];
+  counters_total(offsetof(hak_counters_t, ev), HAK_EV__COUNT, ev);
+  for (unsigned e = 0; e < HAK_EV__COUNT; e++) atomic_store_explicit(&baseline.ev[e], ev[e], memory_order_relaxed);
+  for (unsigned k = 0; k < HAK_NCLASSES; k++) {
+    counters_total(offsetof(hak_counters_t, cls[k]), HAK_CS__COUNT, c);
+    for (unsigned j = 0; j < HAK_CS__COUNT; j++) atomic_store_explicit(&baseline.cls[k][j], c[j], memory_order_relaxed);
+  }
   atomic_store_explicit(&hak_mapped_peak, atomic_load_explicit(&hak_mapped_bytes, memory_order_relaxed),
                         memory_order_relaxed);
   /* "5" resets the process's peak resident size (VmHWM) to its current value. */

@@ -32,7 +32,28 @@ typedef struct hak_counters {
   _Atomic(uint64_t) cls[HAK_NCLASSES][HAK_CS__COUNT];
 } hak_counters_t;
 
+/* The counters added to with atomic additions: OS calls, and the events of
+ * a thread without a heap (start-up, after its exit). */
 extern hak_counters_t hak_stats HAK_HIDDEN;
+/* The calling thread's own counters, in its heap (NULL without one:
+ * heap/thread.c sets it with the heap and clears it before the heap goes
+ * back to the pool). Only that thread adds to them, so an addition is a
+ * plain load and store: the refills, flushes and remote frees of threads
+ * that hand blocks to each other all counted into hak_stats, whose lines
+ * then bounced between their cores on every cold event (a locked add each,
+ * up to three per refill). Heaps are recycled and never unmapped, so a
+ * heap's counters outlive its thread: stats.c sums hak_stats and every
+ * heap's. */
+#if HAK_STATS
+#if HAK_DYNAMIC_TLS
+extern __thread hak_counters_t *hak_stat_mine HAK_HIDDEN;
+#else
+extern __thread hak_counters_t *hak_stat_mine HAK_HIDDEN __attribute__((tls_model("initial-exec")));
+#endif
+#define HAK_STAT_OWN(c) (hak_stat_mine = (c))
+#else
+#define HAK_STAT_OWN(c) ((void)0)
+#endif
 /* Bytes currently mapped from the OS, and the peak; kept in every build
  * because mallinfo2() and the purge policy read them. */
 extern _Atomic(size_t) hak_mapped_bytes HAK_HIDDEN;
@@ -49,9 +70,18 @@ extern _Atomic(uint32_t) hak_cap_last[HAK_NCLASSES] HAK_HIDDEN;
     while (o_ < (uint32_t)(v) && !atomic_compare_exchange_weak_explicit(&(var), &o_, (uint32_t)(v), \
                                                                      memory_order_relaxed, memory_order_relaxed)) {} \
   } while (0)
-#define HAK_STAT_ADD(e, n) atomic_fetch_add_explicit(&hak_stats.ev[(e)], (uint64_t)(n), memory_order_relaxed)
-#define HAK_CSTAT_INC(c, e) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], 1, memory_order_relaxed)
-#define HAK_CSTAT_ADD(c, e, n) atomic_fetch_add_explicit(&hak_stats.cls[(c)][(e)], (uint64_t)(n), memory_order_relaxed)
+#define HAK_STAT_BUMP(field, n) do { \
+    hak_counters_t *m_ = hak_stat_mine; \
+    uint64_t n_ = (uint64_t)(n); \
+    if (HAK_LIKELY(m_ != NULL)) \
+      atomic_store_explicit(&m_->field, atomic_load_explicit(&m_->field, memory_order_relaxed) + n_, \
+                            memory_order_relaxed); \
+    else \
+      atomic_fetch_add_explicit(&hak_stats.field, n_, memory_order_relaxed); \
+  } while (0)
+#define HAK_STAT_ADD(e, n) HAK_STAT_BUMP(ev[(e)], n)
+#define HAK_CSTAT_INC(c, e) HAK_STAT_BUMP(cls[(c)][(e)], 1)
+#define HAK_CSTAT_ADD(c, e, n) HAK_STAT_BUMP(cls[(c)][(e)], n)
 #else
 #define HAK_STAT_MAX(var, v) ((void)0)
 #define HAK_CSTAT_ADD(c, e, n) ((void)0)
