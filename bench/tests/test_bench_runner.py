@@ -24,6 +24,9 @@ SAMPLES = {
     "bench_fixed_size": "bench_fixed_size iters=20000000 size=64 ws=400 seed=1 ops=20000000 "
                         "secs=0.210000 ops_per_sec=9.523810e+07 ns_per_op=10.500 "
                         "peak_rss_kb=1524 checksum=1275144739",
+    "bench_slot_churn": "bench_slot_churn iters=5000000 ws=400 seed=1 policy=replace touch=fill "
+                        "min=16 max=1024 ops=9999600 secs=0.175876 ops_per_sec=5.685585e+07 "
+                        "ns_per_op=17.588 peak_rss_kb=2320 checksum=637493856",
     "bench_fifo": "bench_fifo iters=10000000 ws=400 seed=1 ops=19999600 secs=0.095000 "
                   "ops_per_sec=2.105221e+08 ns_per_op=4.750 peak_rss_kb=2444 checksum=1275144739",
     "bench_mid_large_mt": "bench_mid_large_mt threads=2 iters=2000000 ws=400 min=1024 max=32768 "
