@@ -71,6 +71,19 @@ extern uintptr_t hak_free_key __attribute__((visibility("hidden")));
 #else
 #define HAK_MID_MAX      ((size_t)262144)
 #endif
+/* Secure build: a page of a class whose pages span several slices starts
+ * this far into its first slice, so its first block has room for the word
+ * before it (heap/canary.h), on the block's own cache line; its blocks are
+ * then aligned to 16 only, and aligned requests take the classes up to
+ * HAK_ALIGN_CLASS_MAX (one-slice pages, blocks at multiples of their size
+ * from the slice) or a large page. */
+#if HAK_SECURE
+#define HAK_PAGE_LEAD        ((size_t)16)
+#define HAK_ALIGN_CLASS_MAX  ((size_t)8192)
+#else
+#define HAK_PAGE_LEAD        ((size_t)0)
+#define HAK_ALIGN_CLASS_MAX  HAK_MID_MAX
+#endif
 /* A calloc or a moving realloc for more than this takes a large page even
  * where a class would serve: a large page knows when its memory is fresh
  * from the OS, so calloc skips the memset (test_calloc_zero: 100 callocs of

@@ -25,11 +25,11 @@
  *   guard-again a 100 KB block freed and asked for again: SIGSEGV past it
  *   stamp-copy  user data copied from another block's freed memory (the free
  *               mark included) is not taken for a double free: exits 0
- *   tail-after-free  a write after free over the tail (free mark) of a
- *               block in the thread's cache; malloc hands the block out
- *               again and its next free must abort ("heap overflow after
- *               block": malloc seals from the mark it reads, where a
- *               recomputed canary hid the write)
+ *   word-after-free  a write over the word before a block (its free mark)
+ *               while the block is in the thread's cache; malloc hands the
+ *               block out again and its next free must abort ("heap
+ *               underflow before block": malloc seals from the mark it
+ *               reads, where a recomputed canary hid the write)
  *   heap-large  a first-class heap's large block on a page that was cached
  *               with its guard: all of its usable size is writable
  *   zero-read   a read of a malloc(0) block: "zero-size block"
@@ -53,9 +53,10 @@
  *               free_secure_paged, not on the fast path): in a process of
  *               its own each, a free of
  *               a block inside, 8 bytes into, or right after a block in a
- *               later slice of its page or across a slice boundary, of the
- *               place past the page's last block, a double free, and a
- *               byte written right past or before such a block: all abort
+ *               later slice of its page, across a slice boundary or first
+ *               in its page, of the place past the page's last block, a
+ *               double free, and a byte written right past or before such
+ *               a block: all abort
  *   off-by-one  one byte (NUL, '0', 'A' or 0xff) written right past or right
  *               before small blocks of 67 sizes, each in a process of its
  *               own that then frees the block: all 536 must abort (the
@@ -252,14 +253,14 @@ static void case_stamp_copy(void)
     free(p2);                                       /* an ordinary free */
 }
 
-static void case_tail_after_free(void)
+static void case_word_after_free(void)
 {
-    enum { N = 40, BSIZE = 48 }; /* N + 8 bytes: the 48-byte class, its tail at 40 */
+    enum { N = 32 }; /* N + 16 bytes: the 48-byte class */
     free(malloc(ht_hide(N)));    /* the class's cache in use */
     char *p = malloc(ht_hide(N));
     CHECK(p != NULL && malloc_usable_size(p) == N, "malloc(%d) gave %p", N, (void *)p);
     free(p);
-    memset(ht_hide_ptr(p + BSIZE - 8), 'A', 8); /* the write after free */
+    memset(ht_hide_ptr(p - 8), 'A', 8); /* the write over the free mark */
     char *q = malloc(ht_hide(N));
     CHECK(q == p, "the cache handed out %p, not the block freed (%p)", (void *)q, (void *)p);
     free(ht_hide_ptr(q));
@@ -433,7 +434,7 @@ static void case_paged(void)
         size_t n = sizes[s];
         char *v[48];
         for (int i = 0; i < 48; i++) v[i] = malloc(ht_hide(n));
-        int later = 0, across = 0, last = 0;
+        int later = 0, across = 0, last = 0, first = 0;
         for (int i = 0; i < 48; i++) {
             char *p = v[i];
             hak_page_t *pg = page_of(p);
@@ -443,11 +444,11 @@ static void case_paged(void)
             int is_later = slice_index(p) != pg->first_slice && (uint8_t *)p > pg->start;
             int is_across = slice_index(p) != slice_index(p + b - 1);
             int is_last = (uint8_t *)p + b == pg->end && pg->end < pg->start + (size_t)pg->slice_count * HAK_SLICE_SIZE;
-            if (!(is_later && !later) && !(is_across && !across) && !(is_last && !last)) continue;
-            later |= is_later, across |= is_across, last |= is_last;
+            int is_first = (uint8_t *)p == pg->start; /* its word is in the page's lead */
+            if (!(is_later && !later) && !(is_across && !across) && !(is_last && !last) && !(is_first && !first)) continue;
+            later |= is_later, across |= is_across, last |= is_last, first |= is_first;
             for (int what = 0; what < 6; what++) {
                 if (what == 2 && !is_last) continue;
-                if (what == 5 && (uint8_t *)p == pg->start) continue; /* the first block has no neighbour */
                 tried++;
                 missed += paged_misuse(p, n, b, what);
             }
@@ -482,7 +483,7 @@ static const hcase_t cases[] = {
     {"guard-reuse", case_guard_reuse, 0, NULL},
     {"guard-again", case_guard_again, SIGSEGV, NULL},
     {"stamp-copy", case_stamp_copy, 0, NULL},
-    {"tail-after-free", case_tail_after_free, SIGABRT, "heap overflow after block"},
+    {"word-after-free", case_word_after_free, SIGABRT, "heap underflow before block"},
     {"heap-large", case_heap_large, 0, NULL},
     {"zero-read", case_zero_read, SIGABRT, "zero-size block"},
     {"zero-use", case_zero_use, 0, NULL},

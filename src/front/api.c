@@ -57,11 +57,11 @@ static void *aligned_core(size_t align, size_t size) {
   if (size > HAK_MAX_REQUEST) return fail_enomem();
   /* Blocks of a class whose size is a multiple of align are align-aligned:
    * pages start on 64 KiB (slice 0: 8 KiB) boundaries. */
-  if (size <= HAK_MID_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
-    size_t need = size + HAK_TAIL; /* secure build: room for the tail */
+  if (size <= HAK_ALIGN_CLASS_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
+    size_t need = size + HAK_TAIL; /* secure build: room for the repeat and the next word */
     unsigned cls = size_class_of(need < align ? align : need);
     while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
-    if (cls < HAK_NCLASSES) return alloc_class_n(cls, size);
+    if (cls < HAK_NCLASSES && hak_class_size[cls] <= HAK_ALIGN_CLASS_MAX) return alloc_class_n(cls, size);
   }
   void *p = alloc_large_n(size, align, false);
   return p ? p : fail_enomem();
@@ -173,7 +173,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
     old = usable_ours(p); /* secure build: checked, and the size asked for */
     if (n > HAK_MAX_REQUEST) return fail_enomem();
     /* Stay in place while the block fits and is not more than twice too
-     * big (the secure build's tail included, and resealed for n). */
+     * big (the secure build's HAK_TAIL included, and resealed for n). */
     size_t room = cls != HAK_CLASS_NONE ? hak_class_size[cls] : 0, need = n + HAK_TAIL;
     if (cls != HAK_CLASS_NONE) {
       if (need <= room && (need > room / 2 || room <= 16 + HAK_TAIL)) {

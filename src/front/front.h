@@ -34,9 +34,8 @@ void free_checked(void *p) HAK_HIDDEN;
 #ifndef HAK_SECURE
 #define HAK_SECURE 0
 #endif
-/* The secure build marks blocks in their tails instead (heap/canary.h):
- * another thread may read a block's tail, which for 16-byte blocks is
- * the second word. */
+/* The secure build marks blocks in the word before them instead
+ * (heap/canary.h). */
 #if HAK_WORD_CHECKS
 #define HAK_MARK_ALLOCATED(p) (((uintptr_t *)(p))[1] = 0)
 /* (the mark itself: HAK_FREE_MARK, hak_internal.h) */
@@ -47,11 +46,10 @@ void *alloc_large_slow(size_t n) HAK_HIDDEN;
 #include "heap/canary.h"
 #if HAK_SECURE
 /* Secure build (libhakmem-secure.so): free() and realloc() act only on the
- * start of a block its page has handed out, intact: its tail and the 8
- * bytes after the request, and the tail of the block before it
- * (heap/canary.h). A freed block's tail says free until it is handed out
- * again, so a second free is seen wherever the block is. Any failure ends
- * the process with one line on stderr. */
+ * start of a block its page has handed out, intact: the word before it and
+ * the repeat after the request (heap/canary.h). A freed block's word says
+ * free until it is handed out again, so a second free is seen wherever the
+ * block is. Any failure ends the process with one line on stderr. */
 _Noreturn void secure_reject(const char *fn, const char *problem, const void *p) HAK_HIDDEN HAK_COLD;
 /* What is wrong with a small block secure_check_core refused: one line, abort. */
 _Noreturn void secure_reject_block(const char *fn, const void *p) HAK_HIDDEN HAK_COLD;
@@ -59,40 +57,33 @@ _Noreturn void secure_reject_block(const char *fn, const void *p) HAK_HIDDEN HAK
 _Noreturn void secure_reject_large(const char *fn, const void *p, size_t usable) HAK_HIDDEN HAK_COLD;
 
 /* p is a block start of its page (c: its class's divisibility test,
- * guard/block_check.h), handed out, its canaries and its neighbour's tail
- * intact. Returns the block size. Whether the page has carved p is left to
- * the canary: a block never carved holds no valid tail (zero, or stale
- * data of another class or of a freed block), and p's tail and its
- * neighbour's stay inside the page. The guard block of a page is free, so
- * it fails like a freed block; an unguarded page's first block has no
- * neighbour to check. One pass, so that the compiler keeps p's canary. */
+ * guard/block_check.h), not the page's guard block, handed out, its word
+ * and repeat intact. Returns the block size. Whether the page has carved p
+ * is left to the word: a block never carved holds no valid word (zero, or
+ * stale data of another class or of a freed block), and p's word and
+ * repeat stay inside the page. */
 HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_check_t *c, bool mark_free, size_t *request) {
   hak_page_t *pg = page_of(p);
   uintptr_t off = (uintptr_t)p - (uintptr_t)pg->start; /* below start: huge, no block index */
   size_t bsize = pg->bsize;
   if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity)) secure_reject_block(fn, p);
-  /* The neighbour first, as in secure_free_fast_inline: its mix is dead
-   * before p's is formed (no register saved). The first block of a page
-   * reads its own tail instead, checked again below. */
-  uint64_t key = hak_canary_key;
-  const char *prev = (const char *)p - (off ? bsize : 0);
-  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block(fn, p);
-  uint64_t k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
-  if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block(fn, p);
+  if (HAK_UNLIKELY(off == 0 && bsize <= HAK_GUARD_BLOCK_MAX)) secure_reject_block(fn, p); /* the guard */
+  uint64_t k = canary_of(p), w = word_load(p), g = word_gap(w, k), f;
+  if (HAK_UNLIKELY(g - 16 > bsize - 16)) secure_reject_block(fn, p);
   memcpy(&f, (const char *)p + bsize - g, 8);
-  if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block(fn, p);
-  if (mark_free) __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
+  if (HAK_UNLIKELY(f != w)) secure_reject_block(fn, p);
+  if (mark_free) __atomic_store_n(word_of(p), k, __ATOMIC_RELAXED); /* g 0: free */
   if (request) *request = bsize - g;
   return bsize;
 }
 /* The size p was asked for, once it passed the checks (its gap is at hand:
- * canary_request would load the tail and form the mix again). */
+ * canary_request would load the word and form the mix again). */
 HAK_INLINE size_t secure_check_request(const char *fn, void *p, const hak_block_check_t *c) {
   size_t n;
   secure_check_core(fn, p, c, false, &n);
   return n;
 }
-/* The same, then the tail marked free (a free). */
+/* The same, then the word marked free (a free). */
 HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
   return secure_check_core("free", p, c, true, NULL);
 }
@@ -100,23 +91,15 @@ HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
  * (block_fast_ok: a one-slice class, not slice 0, so p's page starts at
  * p's slice and p is a block boundary inside it): the same checks as
  * secure_check_core without the page record, bsize from the class table.
- * The neighbour before p is p - bsize, except for the first block of the
- * slice (its page's first: a guard up to HAK_GUARD_BLOCK_MAX, refused by
- * its own free tail; bigger classes have no neighbour there), which reads
- * its own tail again instead of branching. */
+ * The first block of the slice is the page's guard (canary.h). */
 void secure_free_fast(void *p, size_t bsize) HAK_HIDDEN;
 HAK_INLINE void secure_free_fast_inline(void *p, size_t bsize) {
-  uintptr_t a = (uintptr_t)p & (HAK_SLICE_SIZE - 1);
-  uint64_t key = hak_canary_key;
-  /* The neighbour first: its mix is dead before p's is formed, so the
-   * check fits the scratch registers (no register saved). */
-  const char *prev = (const char *)p - (a ? bsize : 0);
-  if (HAK_UNLIKELY((tail_load(prev, bsize) ^ canary_mix(prev, key)) > bsize)) secure_reject_block("free", p);
-  uint64_t k = canary_mix(p, key), t = tail_load(p, bsize), g = t ^ k, f;
-  if (HAK_UNLIKELY(g - 8 > bsize - 8)) secure_reject_block("free", p);
+  if (HAK_UNLIKELY(((uintptr_t)p & (HAK_SLICE_SIZE - 1)) == 0)) secure_reject_block("free", p);
+  uint64_t k = canary_of(p), w = word_load(p), g = word_gap(w, k), f;
+  if (HAK_UNLIKELY(g - 16 > bsize - 16)) secure_reject_block("free", p);
   memcpy(&f, (const char *)p + bsize - g, 8);
-  if (HAK_UNLIKELY(f != canary_repeat(t, g))) secure_reject_block("free", p);
-  __atomic_store_n(tail_of(p, bsize), k, __ATOMIC_RELAXED); /* gap 0: free */
+  if (HAK_UNLIKELY(f != w)) secure_reject_block("free", p);
+  __atomic_store_n(word_of(p), k, __ATOMIC_RELAXED); /* g 0: free */
 }
 /* The rest of the small blocks whose bin has room (slice 0, classes whose
  * pages span several slices, and pointers that are not block starts):
@@ -167,7 +150,7 @@ HAK_INLINE void *alloc_bin(unsigned off) {
 HAK_INLINE void *alloc_class(unsigned cls) { return alloc_bin(bin_off_of_class(cls)); }
 
 #if HAK_SECURE
-/* The secure build hands a block out for n bytes: its tail records n
+/* The secure build hands a block out for n bytes: its word records n
  * (heap/canary.h), so the class is the one for n + HAK_TAIL. */
 void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) HAK_HIDDEN;
 HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
@@ -222,7 +205,7 @@ HAK_INLINE void free_block(void *p) {
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
 #if HAK_SECURE
-    /* The exact test on every free: block start, canaries, neighbour. */
+    /* The exact test on every free: block start, word and repeat. */
     const hak_block_check_t *c = block_check_at(off);
     if (HAK_UNLIKELY(!block_fast_ok(p, c))) {
       free_secure_paged(p, off);

@@ -41,7 +41,7 @@ HAK_EXPORT hak_heap_t *hak_heap_new(void) {
 
 /* Above the classes: a page of the heap, or (too big for one) a huge block
  * recorded as the heap's (heap_huge.c). The secure build's blocks carry its
- * canary (heap/canary.h): room for the tail, sealed for n. */
+ * canary (heap/canary.h): room for the repeat, sealed for n. */
 static void *heap_large(hak_heap_t *h, size_t n, size_t align, bool zero) {
   if (n > HAK_MAX_REQUEST) return fail(ENOMEM);
   void *p;
@@ -116,11 +116,11 @@ static void *heap_aligned_core(hak_heap_t *h, size_t align, size_t size) {
   if (align <= HAK_MIN_ALIGN) return heap_malloc_core(h, size);
   /* As aligned_alloc: a class whose size is a multiple of align is
    * align-aligned (pages start on 64 KiB, slice 0's on 8 KiB boundaries). */
-  if (size <= HAK_MID_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
+  if (size <= HAK_ALIGN_CLASS_MAX - HAK_TAIL && align <= HAK_SEG_HDR_SIZE) {
     size_t need = size + HAK_TAIL;
     unsigned cls = size_class_of(need < align ? align : need);
     while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
-    if (cls < HAK_NCLASSES) return heap_class(h, cls, size);
+    if (cls < HAK_NCLASSES && hak_class_size[cls] <= HAK_ALIGN_CLASS_MAX) return heap_class(h, cls, size);
   }
   return heap_large(h, size, align, false);
 }

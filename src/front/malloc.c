@@ -147,7 +147,7 @@ void zero_size_check(const char *fn, const void *p) {
 
 void *alloc_large_n(size_t n, size_t align, bool zero) {
 #if HAK_SECURE
-  /* The tail goes at the end of the usable area, the repeat after n.
+  /* The word goes before the block, the repeat after n.
    * Blocks aligned to 2 MiB or more (a list of their own) go without. */
   if (align >= HAK_SEG_SIZE) return large_alloc(n, align, zero);
   if (n > (size_t)PTRDIFF_MAX) return NULL;
@@ -211,7 +211,7 @@ HAK_NOINLINE void free_slow(void *p) {
     }
 #endif
 #if HAK_SECURE
-    /* Checked and marked free in one pass (the wipe leaves the tail). */
+    /* Checked and marked free in one pass (the wipe leaves the next block's word). */
     size_t bsize = secure_free_check(p, &hak_block_check[cls + 1]);
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, bsize);
 #endif
@@ -271,6 +271,16 @@ void secure_reject(const char *fn, const char *problem, const void *p) {
   abort();
 }
 
+/* What the word says: g 0, a double free; a g out of range or a low byte
+ * that is not the key's (word_gap), a write before the block (or past the
+ * end of the slot before it); else the repeat after the request changed. */
+_Noreturn static void secure_reject_word(const char *fn, const void *p, size_t bsize) {
+  uint64_t g = canary_gap(p);
+  if (g == 0) secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
+  if (g - 16 > bsize - 16) secure_reject(fn, "heap underflow before block (or overflow of the block before it)", p);
+  secure_reject(fn, "heap overflow after block", p);
+}
+
 void secure_reject_block(const char *fn, const void *p) {
   hak_page_t *pg = page_of(p);
   size_t bsize = pg->bsize;
@@ -278,16 +288,10 @@ void secure_reject_block(const char *fn, const void *p) {
   if (off >= (uintptr_t)(pg->bump - pg->start) || off % bsize != 0 ||
       (off == 0 && bsize <= HAK_GUARD_BLOCK_MAX)) /* the page's guard block */
     secure_reject(fn, "invalid pointer (not a block)", p);
-  uint64_t g = tail_gap(p, bsize);
-  if (g == 0) secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
-  if (!canary_intact(p, bsize)) secure_reject(fn, "heap overflow after block", p);
-  secure_reject(fn, "heap underflow before block (or overflow of the block before it)", p);
+  secure_reject_word(fn, p, bsize);
 }
 
-void secure_reject_large(const char *fn, const void *p, size_t usable) {
-  if (!canary_head_intact(p)) secure_reject(fn, "heap underflow before block", p);
-  secure_reject(fn, tail_gap(p, usable) == 0 ? "double free" : "heap overflow after block", p);
-}
+void secure_reject_large(const char *fn, const void *p, size_t usable) { secure_reject_word(fn, p, usable); }
 
 /* The size p was asked for, once p passed the checks of a free (a pointer
  * that is not a live block of ours stops the process here). */

@@ -7,24 +7,31 @@
  * option is on or not. Carved blocks are wiped too (heap.c), so every
  * block a page hands out must be wiped, whichever way it came. Not wiped:
  * the first word (the page's free-list link) and the block's own marks:
- * the double-free key (second word) of the standard build, the tail of the
- * secure build, both checked against their own values. Large and huge
- * blocks are not covered. */
+ * the double-free key (second word) of the standard build, the word before
+ * the block in the secure build (its last 8 bytes are the next block's
+ * word), both checked against their own values. Large and huge blocks are
+ * not covered. */
 #include "front/front.h"
 #include "guard/guard.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#if HAK_SECURE
+#define WIPE_KEEP 8u /* the next block's word (heap/canary.h) */
+#else
+#define WIPE_KEEP 0u
+#endif
+
 void zero_on_free_wipe(void *p, size_t bsize) {
-  memset(p, 0, bsize - HAK_TAIL);
+  memset(p, 0, bsize - WIPE_KEEP);
 }
 
 static bool wiped(const void *p, size_t bsize) {
   const uint64_t *w = p;
-  size_t words = (bsize - HAK_TAIL) / 8, first = 1; /* word 0: the free-list link */
+  size_t words = (bsize - WIPE_KEEP) / 8, first = 1; /* word 0: the free-list link */
 #if HAK_SECURE
-  if (tail_gap(p, bsize) != 0) return false; /* a freed tail stays so until handed out */
+  if (canary_gap(p) != 0) return false; /* a freed word stays so until handed out */
 #elif HAK_CHECKS
   /* the free key (freed), or 0 (carved and wiped) */
   if (words > 1 && w[1] != 0 && w[1] != hak_free_key) return false;
@@ -38,5 +45,5 @@ static bool wiped(const void *p, size_t bsize) {
 void zero_on_free_check(void *p, size_t bsize) {
   if (HAK_LIKELY(wiped(p, bsize))) return;
   report_bad("malloc", "write after free to block", p); /* the secure build aborts there */
-  memset(p, 0, bsize - HAK_TAIL);
+  memset(p, 0, bsize - WIPE_KEEP);
 }

@@ -1,32 +1,34 @@
-/* canary.h — what the secure build (libhakmem-secure.so) keeps at the end of
- * every block.
+/* canary.h — the word the secure build (libhakmem-secure.so) keeps right
+ * before every block, and its repeat right after the request.
  *
- * Secure build: a request for n bytes gets a block of the class for n + 8,
- * so that every block ends in a tail word of its own (mimalloc's MI_PADDING
- * is the model). The tail is keyed per block: tail = canary_of(block) ^ gap,
- * gap = block size - n (at least 8), or gap 0 while the block is free
- * (freed, carved and not yet handed out, or a page's guard block). The 8
- * bytes right after the request repeat the tail, rotated so that where
- * the two overlap (gap < 16) they agree, and are checked with it.
- *   - free and realloc check the block's own tail and those 8 bytes
- *     (overflow: a write of even one byte past n changes one of them) and
- *     the tail of the block before it (underflow: the bytes before a block
- *     are its neighbour's tail), then mark the tail free (a second free
- *     finds gap 0: double free, in any thread, cached or on its page);
- *   - malloc_usable_size is n, read back from the tail: all of it may be
- *     written without touching the canary;
- *   - the first block of a page of a class up to 1 KiB is a guard, never
- *     handed out, so every block handed out has a neighbour before it
- *     (bigger classes: the first block's underflow is not seen);
- *   - large and huge blocks keep the tail at the end of their usable area
- *     and the 8 bytes after n the same way; they have no neighbour, so a
- *     keyed head word right before the block stands for its tail (below).
- * The tail word is read by other threads freeing the next block: it is
- * stored whole (one aligned 8-byte store) and only ever holds a valid
- * value, gap 0 or the gap of the block's current request.
+ * Secure build: a request for n bytes gets a block of the class for n + 16.
+ * The 8 bytes right before block b (the end of the slot before it, or of
+ * the page's lead) are b's state word, keyed per block:
+ * canary_of(b) ^ (g << 8), g = block size - n (at least 16), or
+ * canary_of(b) itself (g 0) while the block is free (freed, carved and not
+ * yet handed out). The 8 bytes right after the request repeat the word.
+ *   - free and realloc check the word (g in 16..bsize: a double free finds
+ *     g 0, in any thread, cached or on its page; an underflow changes the
+ *     word's top byte, the byte right before the block) and its repeat
+ *     (overflow: a write of even one byte past n changes it), then mark the
+ *     word free. All of it is on two lines: b's own (or the one before it)
+ *     and the one holding the end of the request; the block's last bytes
+ *     are not read.
+ *   - malloc_usable_size is n, read back from the word: all of it may be
+ *     written, and the block's last 8 bytes (the next block's word) never
+ *     are;
+ *   - every block has room for its word before it: a page of a class up to
+ *     HAK_GUARD_BLOCK_MAX (one slice) gives its first block as a guard,
+ *     never handed out, whose last 8 bytes are the next block's word;
+ *     pages of bigger classes (several slices) start HAK_PAGE_LEAD bytes
+ *     into their first slice (segment.c, page_init), and large and huge
+ *     blocks HAK_HEAD bytes (or their alignment) into their run or mapping.
+ * The word is read by other threads freeing the block: it is stored whole
+ * (one aligned 8-byte store) and only ever holds a valid value, g 0 or the
+ * g of the block's current request.
  *
  * The key is per process (from the kernel's AT_RANDOM bytes), so the value
- * a given block's tail must hold cannot be written by a constant. */
+ * a given block's word must hold cannot be written by a constant. */
 #ifndef HAK_CANARY_H
 #define HAK_CANARY_H
 
@@ -39,18 +41,18 @@
 #endif
 
 #if HAK_SECURE
-#define HAK_TAIL 8u /* bytes of every block after the largest request it serves */
-/* Classes up to this size give their page's first block as a guard. */
-#define HAK_GUARD_BLOCK_MAX 1024u
+#define HAK_TAIL 16u /* bytes of every block after the largest request it serves */
+/* Classes up to this size (one-slice pages) give their page's first block
+ * as a guard; bigger ones start their pages HAK_PAGE_LEAD bytes in. */
+#define HAK_GUARD_BLOCK_MAX 8192u
 
 extern uint64_t hak_canary_key HAK_HIDDEN;
 
 /* The bytes an off-by-one write hits are kept in 0x80..0xbf, so a NUL, an
  * ASCII character or 0xff written there always changes them (a keyed byte
- * would match 1 write in 256): the canary's top byte (the byte right before
- * the next block: an underflow of that block; no gap reaches it) and low
- * byte (the tail's first byte, right after a request that leaves a gap of
- * 8), and the first byte of the repeat after the request (canary_repeat). */
+ * would match 1 write in 256): the word's top byte (the byte right before
+ * the block: an underflow) and low byte (the repeat's first byte, right
+ * after the request: an overflow). g << 8 leaves both as they are. */
 #define CANARY_SET_BITS 0x8000000000000080ull
 #define CANARY_FREE_BITS 0x4000000000000040ull
 /* An odd multiplier that fits an instruction's 32-bit immediate: a
@@ -61,106 +63,67 @@ HAK_INLINE uint64_t canary_mix(const void *b, uint64_t key) {
 }
 HAK_INLINE uint64_t canary_of(const void *b) { return canary_mix(b, hak_canary_key); }
 HAK_INLINE uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> ((64 - r) & 63)); }
-/* The 8 bytes right after a request that leaves a gap of g: the tail
- * rotated so that where they overlap (g < 16) they agree with it, and the
- * first byte in 0x80..0xbf (above; outside the overlap unless g == 8,
- * where it is the tail's low byte, in that range already). */
-HAK_INLINE uint64_t canary_repeat(uint64_t t, uint64_t g) {
-  return (rotl64(t, (unsigned)(g * 8) & 63) & ~0x40ull) | 0x80ull;
-}
-HAK_INLINE uint64_t *tail_of(const void *b, size_t bsize) { return (uint64_t *)((uintptr_t)b + bsize - 8); }
-HAK_INLINE uint64_t tail_load(const void *b, size_t bsize) {
-  return __atomic_load_n(tail_of(b, bsize), __ATOMIC_RELAXED);
-}
-/* The tail's gap: 0 free, 8..bsize handed out for bsize - gap bytes. */
-HAK_INLINE uint64_t tail_gap(const void *b, size_t bsize) { return tail_load(b, bsize) ^ canary_of(b); }
+HAK_INLINE uint64_t *word_of(const void *b) { return (uint64_t *)((uintptr_t)b - 8); }
+HAK_INLINE uint64_t word_load(const void *b) { return __atomic_load_n(word_of(b), __ATOMIC_RELAXED); }
+/* The g a word w of block b stands for, rotated so that a word whose low
+ * byte differs (x's low byte lands in the top bits) is out of every range:
+ * 0 free, 16..bsize handed out for bsize - g bytes. */
+HAK_INLINE uint64_t word_gap(uint64_t w, uint64_t k) { uint64_t x = w ^ k; return (x >> 8) | (x << 56); }
+HAK_INLINE uint64_t canary_gap(const void *b) { return word_gap(word_load(b), canary_of(b)); }
 
 HAK_INLINE void canary_mark_free(void *b, size_t bsize) {
-  __atomic_store_n(tail_of(b, bsize), canary_of(b), __ATOMIC_RELAXED);
+  (void)bsize;
+  __atomic_store_n(word_of(b), canary_of(b), __ATOMIC_RELAXED);
 }
 
-/* b (bsize bytes) handed out for n bytes, n + 8 <= bsize. The tail first:
- * the repeat may overlap it, with the same bytes. */
+/* b (bsize bytes) handed out for n bytes, n + 16 <= bsize. */
 HAK_INLINE void canary_seal(void *b, size_t bsize, size_t n) {
-  uint64_t g = bsize - n, t = canary_of(b) ^ g;
-  __atomic_store_n(tail_of(b, bsize), t, __ATOMIC_RELAXED);
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  uint64_t f = canary_repeat(t, g);
-  memcpy((char *)b + n, &f, 8);
+  uint64_t w = canary_of(b) ^ ((uint64_t)(bsize - n) << 8);
+  __atomic_store_n(word_of(b), w, __ATOMIC_RELAXED);
+  memcpy((char *)b + n, &w, 8);
 }
 
 /* The same for a block known to be free (popped from a thread cache: every
- * block enters one marked free, its tail canary_of(b)): the tail's free mark
- * is the block's canary, read instead of computed again (the line is written
- * next anyway). A free mark overwritten while the block was cached (a write
- * after free) is carried into the seal, so the block's next free reports it,
- * where a recomputed canary would have hidden it. */
+ * block enters one marked free): the free mark is the block's canary, read
+ * instead of computed again (the line is written next anyway). A free mark
+ * overwritten while the block was cached is carried into the seal, so the
+ * block's next free reports it, where a recomputed canary would have hidden
+ * it. */
 HAK_INLINE void canary_seal_free(void *b, size_t bsize, size_t n) {
-  uint64_t g = bsize - n, t = tail_load(b, bsize) ^ g;
-  __atomic_store_n(tail_of(b, bsize), t, __ATOMIC_RELAXED);
-  __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  uint64_t f = canary_repeat(t, g);
-  memcpy((char *)b + n, &f, 8);
+  uint64_t w = word_load(b) ^ ((uint64_t)(bsize - n) << 8);
+  __atomic_store_n(word_of(b), w, __ATOMIC_RELAXED);
+  memcpy((char *)b + n, &w, 8);
 }
 
-/* b is handed out and its tail and the 8 bytes after the request are intact. */
+/* b is handed out and its word and the repeat after the request are intact. */
 HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
-  uint64_t t = tail_load(b, bsize), g = t ^ canary_of(b), f;
-  if (HAK_UNLIKELY(g - 8 > bsize - 8)) return false; /* free (0), or overwritten */
+  uint64_t w = word_load(b), g = word_gap(w, canary_of(b)), f;
+  if (HAK_UNLIKELY(g - 16 > bsize - 16)) return false; /* free (0), or overwritten */
   memcpy(&f, (const char *)b + bsize - g, 8);
-  return f == canary_repeat(t, g);
-}
-
-/* The tail of the block before b (same page) holds a valid value. */
-HAK_INLINE bool canary_prev_ok(const void *b, size_t bsize) {
-  return tail_gap((const char *)b - bsize, bsize) <= bsize;
+  return f == w;
 }
 
 /* Bytes the caller of a block handed out for n may use. */
-HAK_INLINE size_t canary_request(const void *b, size_t bsize) { return bsize - (size_t)tail_gap(b, bsize); }
+HAK_INLINE size_t canary_request(const void *b, size_t bsize) { return bsize - (size_t)canary_gap(b); }
 
-/* Blocks carved from a page (heap.c, user_heap.c): their tails say free. */
-/* A page about to carve its first block: a class up to
- * HAK_GUARD_BLOCK_MAX gives that block as its guard. */
+/* Blocks carved from a page (heap.c, user_heap.c): their words say free. */
 void canary_carved(uint8_t *first, unsigned k, size_t bsize) HAK_HIDDEN;
+/* A page about to carve its first block: a class up to
+ * HAK_GUARD_BLOCK_MAX gives that block as its guard (not written: its last
+ * 8 bytes are the next block's word). */
 HAK_INLINE void canary_guard_page(hak_page_t *p) {
-  if (p->bump == p->start && p->bsize <= HAK_GUARD_BLOCK_MAX && p->bump < p->end) {
-    canary_carved(p->bump, 1, p->bsize);
-    p->bump += p->bsize;
-  }
+  if (p->bump == p->start && p->bsize <= HAK_GUARD_BLOCK_MAX && p->bump < p->end) p->bump += p->bsize;
 }
-/* Sets the key once (before the first tail is written). */
+/* Sets the key once (before the first word is written). */
 void canary_key_ensure(void) HAK_HIDDEN;
 
-/* Large and huge blocks have no neighbour whose tail an underflow would
- * hit: they start HAK_HEAD bytes (or their alignment, if more) into their
- * run or mapping, and the word right before the block holds a head keyed
- * like the tail (a different mix of the block's address), checked with it. */
+/* Large and huge blocks start HAK_HEAD bytes (or their alignment, if more)
+ * into their run or mapping: the word before the block is theirs, and the
+ * repeat goes after the request the same way (usable: the bytes from the
+ * block to the end of its usable area). */
 #define HAK_HEAD 16u
-/* The byte right before the block (the word's top byte) is always in
- * 0x80..0xbf: an off-by-one write of a NUL, an ASCII character or 0xff
- * below the block always changes it (a keyed byte would miss 1 in 256). */
-HAK_INLINE uint64_t head_of(const void *b) {
-  uint64_t h = rotl64(canary_of(b), 29) ^ 0x5bd1e9955bd1e995ull;
-  return (h & ~(1ull << 62)) | (1ull << 63);
-}
-HAK_INLINE void canary_head_seal(void *b) {
-  uint64_t h = head_of(b);
-  memcpy((char *)b - 8, &h, 8);
-}
-HAK_INLINE bool canary_head_intact(const void *b) {
-  uint64_t h;
-  memcpy(&h, (const char *)b - 8, 8);
-  return h == head_of(b);
-}
-/* A large or huge block of `usable` bytes handed out for n bytes. */
-HAK_INLINE void canary_seal_large(void *b, size_t usable, size_t n) {
-  canary_head_seal(b);
-  canary_seal(b, usable, n);
-}
-HAK_INLINE bool canary_intact_large(const void *b, size_t usable) {
-  return canary_head_intact(b) && canary_intact(b, usable);
-}
+HAK_INLINE void canary_seal_large(void *b, size_t usable, size_t n) { canary_seal(b, usable, n); }
+HAK_INLINE bool canary_intact_large(const void *b, size_t usable) { return canary_intact(b, usable); }
 #else
 #define HAK_TAIL 0u
 #define HAK_HEAD 0u

@@ -159,7 +159,7 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
  * at least CARVE_POOL (extra ones, while the page has them, when k is
  * smaller; fewer in classes above 256 B), shuffles them all and puts the extra ones on the page's free
  * list (empty whenever the page is carved), so even a refill of one block
- * has a choice. One pass: each new block's tail is marked free (canary.h)
+ * has a choice. One pass: each new block's word is marked free (canary.h)
  * and the block goes to a uniformly random place among those before it
  * (Fisher-Yates inside out), two 32-bit draws per number of a generator
  * seeded from the thread's (os/random.h). */
@@ -169,7 +169,7 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
 static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   void *pool[CARVE_POOL];
   size_t bsize = p->bsize;
-  /* Each extra block is written (its tail, its link): bigger classes take
+  /* Each extra block is written (its word, its link): bigger classes take
    * fewer, or a thread's first block of each class would make a dozen OS
    * pages resident. */
   unsigned want = bsize * CARVE_POOL <= CARVE_POOL_BYTES ? CARVE_POOL : bsize * 2 >= CARVE_POOL_BYTES ? 2 : (unsigned)(CARVE_POOL_BYTES / bsize);
@@ -180,7 +180,7 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   canary_key_ensure();
   uint64_t key = hak_canary_key, s = os_random_next(), r = 0;
   for (unsigned i = 0; i < w; i++, blk += bsize) {
-    __atomic_store_n((uint64_t *)(blk + bsize - 8), canary_mix(blk, key), __ATOMIC_RELAXED); /* canary_mark_free */
+    __atomic_store_n(word_of(blk), canary_mix(blk, key), __ATOMIC_RELAXED); /* canary_mark_free */
     if (!(i & 1)) r = rng_split(&s);
     unsigned j = (unsigned)(((r & 0xffffffffu) * (i + 1)) >> 32); /* 0 .. i */
     r >>= 32;
@@ -243,7 +243,7 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
   p->free = b;
 #if HAK_SECURE
   /* The first block of a page of a small class is its guard: never handed
-   * out, its tail is the neighbour the first real block's check reads. */
+   * out, its last 8 bytes are the first real block's word (canary.h). */
   canary_guard_page(p);
 #endif
   if (n == 0 && carve && p->bump < p->end) {

@@ -410,7 +410,7 @@ bool uheap_free(void *p) {
   }
   const char *bad = NULL;
   if ((uint8_t *)p >= pg->bump || (uint8_t *)p < pg->start) bad = "invalid pointer";
-#if HAK_WORD_CHECKS /* the secure build checked p's tail (heap/canary.h) */
+#if HAK_WORD_CHECKS /* the secure build checked p's word (heap/canary.h) */
   else if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p) && on_free_list(pg, p)) bad = "double free";
 #if HAK_UHEAP_OWNER_CACHE
   /* in the owner's cache (which only the owner may walk): the stamp says it */
@@ -422,7 +422,7 @@ bool uheap_free(void *p) {
     report_bad("free", bad, p);
     return true;
   }
-#if HAK_WORD_CHECKS /* the secure build marked p's tail */
+#if HAK_WORD_CHECKS /* the secure build marked p's word */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
   HAK_CSTAT_INC(pg->cls, HAK_CS_RETURNED);

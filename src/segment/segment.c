@@ -217,6 +217,7 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   pg->first_slice = first;
   if (cls != HAK_CLASS_NONE) {
     pg->bsize = hak_class_size[cls];
+    if (n > 1) pg->start = pg->bump = start = start + HAK_PAGE_LEAD; /* secure: heap/canary.h */
     pg->capacity = (uint32_t)((size_t)(end - start) / pg->bsize);
     pg->end = start + (size_t)pg->capacity * pg->bsize;
   } else {
