@@ -164,7 +164,7 @@ HAK_EXPORT void *realloc(void *p, size_t n) {
   if (registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
 #if HAK_WORD_CHECKS /* secure: usable_ours checks the block start first */
-    if (cls != HAK_CLASS_NONE && HAK_UNLIKELY(!block_is_live_start(p))) {
+    if (cls != HAK_CLASS_NONE && HAK_UNLIKELY(!block_is_start_of_class(p, cls))) {
       report_invalid("realloc", p); /* glibc aborts; the block stays as it is */
       errno = EINVAL;
       return NULL;

@@ -144,7 +144,8 @@ HAK_EXPORT void *hak_heap_realloc(hak_heap_t *h, void *p, size_t n) {
   size_t old;
   if (registry_has(p)) {
 #if HAK_WORD_CHECKS /* secure: usable_ours checks the block start first */
-    if (segment_of(p)->slice_cls[slice_index(p)] != HAK_CLASS_NONE && !block_is_live_start(p)) {
+    unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
+    if (cls != HAK_CLASS_NONE && !block_is_start_of_class(p, cls)) {
       report_invalid("hak_heap_realloc", p); /* the block stays as it is */
       return fail(EINVAL);
     }

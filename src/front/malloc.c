@@ -199,13 +199,10 @@ HAK_NOINLINE void free_slow(void *p) {
     }
 #if HAK_WORD_CHECKS
     /* Not a block start (interior, header): never written, never cached.
-     * The fast path's test first, as exact for the slices it clears (a
-     * one-slice class: slice_cls says p's slice is a live page of cls);
-     * the page record only for what it does not (pages of several slices):
-     * a full cache sends a fifth of a cross-thread consumer's frees here.
+     * (A full cache sends a fifth of a cross-thread consumer's frees here.)
      * (Secure build: secure_free_check below tests the block start against the
      * page before it reads anything, as on the fast path.) */
-    if (HAK_UNLIKELY(!block_fast_ok(p, &hak_block_check[cls + 1]) && !block_is_live_start(p))) {
+    if (HAK_UNLIKELY(!block_is_start_of_class(p, cls))) {
       report_invalid("free", p);
       return;
     }

@@ -72,4 +72,13 @@ HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
  * (when the page is the calling thread's; otherwise before the page's end). */
 bool block_is_live_start(const void *p) HAK_HIDDEN;
 
+/* p (registered) lies in a slice of a page of class cls (the segment's
+ * slice_cls): the fast test where it is exact, else the full one. The slow
+ * paths' test (free_slow, realloc), so that a one-slice class costs them
+ * what it costs free() with room in the cache; neither reads the page
+ * record then, which another thread may be writing. */
+HAK_INLINE bool block_is_start_of_class(const void *p, unsigned cls) {
+  return block_fast_ok(p, &hak_block_check[cls + 1]) || block_is_live_start(p);
+}
+
 #endif
