@@ -418,6 +418,28 @@ class ReportTest(unittest.TestCase):
         # its throughput is not the point: no ratio
         self.assertIn("| n/a |", main.splitlines()[2])
 
+    def test_cpu_time_ratios_are_paired_round_by_round(self):
+        # Round i of each allocator is paired with round i of the others: a
+        # slow round (the machine busy) moves both sides, not the ratio.
+        w = workloads.WORKLOAD_BY_NAME["churn_fill"]
+        allocs = [allocators.Allocator("hakmem", "/x.so"), allocators.Allocator("hakmem-std", "/y.so"),
+                  allocators.Allocator("mimalloc", "/m.so"), allocators.Allocator("old", "/o.so", extra=True)]
+        cpus = {"hakmem": [1.0, 2.0, 1.0], "hakmem-std": [1.0, 2.0, 2.0], "mimalloc": [1.1, 2.2, 0.9],
+                "old": [5.0, 5.0, 5.0]}
+        runs = {}
+        for a, cs in cpus.items():
+            for c in cs:
+                r = runner.RunResult([], 0, "", "", 0.1, 1000, cpu=c)
+                r.fields = parse.parse_result(SAMPLES["bench_slot_churn"])
+                runs.setdefault((w.name, a), []).append(r)
+        table = compare.cpu_time_table([w], allocs, runs)
+        # mimalloc/hakmem per round 1.1, 1.1, 0.9; mimalloc/hakmem-std 1.1, 1.1, 0.45
+        self.assertIn("| mimalloc / hakmem / hakmem-std |", table)
+        self.assertIn("| churn_fill | 1.10 / 1.10 |", table)
+        self.assertNotIn("old", table)  # --lib libraries are not peers
+        failed = runner.RunResult([], 1, "", "", 0.1, 1000, cpu=0.1)
+        self.assertIsNone(compare.paired_cpu_ratio([failed], runs[(w.name, "mimalloc")][:1]))
+
     def test_bytes_in_flight_are_shown_beside_the_rss(self):
         # bench_prodcons counts the bytes it holds at its peak; the RSS table
         # is followed by their range over every run of every allocator.

@@ -12,8 +12,8 @@ from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
 from .locks import LOCKS_TITLE, lock_table, measure_locks, observe_build
 from .parse import ParseError
 from .report import (
-    build_tables, fmt_mb, fmt_mops, fmt_pct, fmt_rate, fmt_ratio, readme_block, secure_cost_table, update_readme, write_report_md,
-    write_runs_csv, write_summary_csv)
+    build_tables, fmt_mb, fmt_mops, fmt_pct, fmt_rate, fmt_ratio, markdown_table, readme_block,
+    secure_cost_table, update_readme, write_report_md, write_runs_csv, write_summary_csv)
 from .runner import (
     CpuMeter, Progress, format_cmd, machine_info, probe_hakmem, run_program, strace_counts,
     wait_idle)
@@ -55,6 +55,45 @@ def summarize(workloads, allocators, runs, syscalls):
             s["syscalls"] = sc
             summary[(w.name, a.name)] = s
     return summary
+
+
+def paired_cpu_ratio(mine, theirs):
+    """Median over the rounds of their CPU time over mine (> 1: mine used
+    less); runs[i] of both lists is round i, so each ratio is one round."""
+    ratios = [b.cpu / a.cpu for a, b in zip(mine, theirs)
+              if a.ok and b.ok and a.cpu and b.cpu]
+    return median(ratios) if ratios else None
+
+
+def cpu_time_table(workloads, allocators, runs):
+    """Each peer's CPU time over HAKMEM's (fast build, and standard after a
+    slash), paired round by round; None without HAKMEM or a peer."""
+    names = [a.name for a in allocators]
+    haks = [n for n in ("hakmem", "hakmem-std") if n in names]
+    peers = [a.name for a in allocators if not a.name.startswith("hakmem") and not a.extra]
+    if not haks or not peers:
+        return None
+    rows = []
+    for w in workloads:
+        if not w.compared:
+            continue
+        row = [w.name]
+        for p in peers:
+            row.append(" / ".join(fmt_ratio(paired_cpu_ratio(runs.get((w.name, h), []),
+                                                             runs.get((w.name, p), [])))
+                                  for h in haks))
+        rows.append(row)
+    if not rows:
+        return None
+    return markdown_table(["workload"] + ["%s / %s" % (p, " / ".join(haks)) for p in peers], rows)
+
+
+CPU_TIME_TITLE = (
+    "CPU time (user + system of the whole process) of each peer over HAKMEM's, the median of "
+    "the ratios of each round's runs (> 1: HAKMEM used less). Time spent waiting for a CPU "
+    "is not in it, so on a busy machine it varies far less than throughput (`--ab` prints "
+    "the same for two settings); for the multi-threaded workloads it also counts every "
+    "thread's spinning and is no throughput figure.")
 
 
 def checksum_notes(workloads, allocators, summary):
@@ -162,6 +201,9 @@ def do_compare(args):
                 notes.append("%s under %s: %d of %d runs failed (%s)" % (
                     w.name, a.name, s["failed"], s["failed"] + s["n"], "; ".join(s["errors"])))
     main_table, sys_table = build_tables(workloads, allocators, summary)
+    cpu_table = cpu_time_table(workloads, allocators, runs)
+    if cpu_table:
+        main_table += "\n\n" + CPU_TIME_TITLE + "\n\n" + cpu_table
     if secure:
         cost, gm = secure_cost_table(workloads, summary)
         notes.append("secure build: geometric mean of throughput secure/fast %s (%s lower)"
