@@ -5,10 +5,12 @@
  * purged at once (segment_pages_free_purged). The policy itself is described
  * at the top of segment.c; the books it reads are in shard.h.
  *
- * Locks: a sweep holds the freeing thread's shard lock and only tries the
- * others' (a busy shard is passed over); the deadline and trim take each
- * shard's lock in turn, never two at once. No madvise runs under a
- * process-wide lock. */
+ * Locks: a sweep only tries each shard's lock (a busy shard is passed
+ * over); the deadline and trim take each shard's lock in turn, never two at
+ * once. No madvise runs under any lock: the slices to purge leave the free
+ * masks under the shard's lock, which is dropped for the system calls and
+ * taken again to put them back (purge_shard, whose comment has the protocol:
+ * preemption, fork, thread exit). */
 #include "segment/shard.h"
 #include "os/os.h"
 #include "policy/config.h"
@@ -16,45 +18,112 @@
 
 #define BUDGET_SHIFT_MAX 3
 
-/* Purge the free dirty slices of s idle for at least min_age ms, in runs.
- * Slice 0's blocks start after the 8 KiB header; where a page is bigger
- * (16 or 64 KiB pages on aarch64) the header shares slice 0's first page
- * with them, madvise cannot drop them apart from it, and slice 0 is never
- * purged: it stays counted as dirty while free, so the books never claim
- * memory went back that did not. */
-static size_t purge_segment(hak_segment_t *s, uint32_t now, uint32_t min_age) {
+/* The free dirty slices of s idle for at least min_age ms. Slice 0's blocks
+ * start after the 8 KiB header; where a page is bigger (16 or 64 KiB pages
+ * on aarch64) the header shares slice 0's first page with them, madvise
+ * cannot drop them apart from it, and slice 0 is never purged: it stays
+ * counted as dirty while free, so the books never claim memory went back
+ * that did not. */
+static uint32_t purge_mask(const hak_segment_t *s, uint32_t now, uint32_t min_age) {
   uint32_t d = s->dirty_mask & s->free_mask, todo = 0;
   if (SLICE0_START & (os_page_size() - 1)) d &= ~1u;
-  while (d) {
+  for (; d; d &= d - 1) {
     unsigned i = (unsigned)__builtin_ctz(d);
-    d &= d - 1;
     if (now - s->freed_ms[i] >= min_age) todo |= 1u << i;
   }
-  uint32_t left = todo;
-  while (left) {
-    unsigned a = (unsigned)__builtin_ctz(left);
-    unsigned b = a;
+  return todo;
+}
+
+/* madvise the slices of `todo` in s, one call per run. No lock held. */
+static void purge_runs(hak_segment_t *s, uint32_t todo) {
+  for (uint32_t left = todo; left;) {
+    unsigned a = (unsigned)__builtin_ctz(left), b = a;
     while (b + 1 < HAK_SLICES && (left >> (b + 1)) & 1u) b++;
     uint8_t *from = (uint8_t *)s + (size_t)a * HAK_SLICE_SIZE + (a == 0 ? SLICE0_START : 0);
     uint8_t *to = (uint8_t *)s + (size_t)(b + 1) * HAK_SLICE_SIZE;
     os_purge(from, (size_t)(to - from));
-    uint32_t run = (b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1);
-    left &= ~run;
+    left &= ~((b == 31 ? ALL_SLICES : ((1u << (b + 1)) - 1)) & ~((1u << a) - 1));
   }
-  SUB(hak_seg_books.dirty, mask_bytes(todo));
-  SUB(hak_seg_shards[s->shard].dirty_slices, pop32(todo));
-  s->dirty_mask &= ~todo;
-  s->whole_mask &= ~todo;
-  /* A clean free slice's stamp is when it was purged (0: never touched). */
-  for (uint32_t m = todo; m; m &= m - 1) s->freed_ms[__builtin_ctz(m)] = now | 1;
-  return mask_bytes(todo);
 }
 
-/* sh locked: bytes purged. */
-static size_t purge_sweep(seg_shard_t *sh, uint32_t now, uint32_t min_age) {
+/* sh locked: slices of s leave its free mask (a purger's batch, or the
+ * parent's batch in a forked child coming back) or return to it. Out of the
+ * mask they are like a cut page's: no page is cut there, no page freed next
+ * to them empties the segment, so it is not unmapped under the madvise. The
+ * books (free, dirty) keep counting them meanwhile. */
+static void slices_out(seg_shard_t *sh, hak_segment_t *s, uint32_t m) {
+  if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
+  s->free_mask &= ~m;
+  if (s->free_mask == 0) seg_list_remove(sh, s);
+}
+static void slices_back(seg_shard_t *sh, hak_segment_t *s, uint32_t m) {
+  if (s->free_mask == 0) seg_list_push(sh, s);
+  s->free_mask |= m;
+  if (s->free_mask == ALL_FREE && ADD(hak_seg_books.empty, 1) + 1 > hak_config.segment_cache) seg_unmap_if_safe(sh, s);
+}
+
+void seg_purge_restore(seg_shard_t *sh) {
+  for (unsigned i = 0; i < sh->out.n; i++) slices_back(sh, sh->out.seg[i], sh->out.mask[i]);
+  sh->out.n = 0;
+}
+
+/* sh locked at entry and at return, NOT in between: the free dirty slices
+ * of sh's segments idle for min_age ms are purged in batches of up to
+ * PURGE_BATCH segments. Each batch is taken out of the free masks and
+ * recorded in sh->out under the lock; the lock is dropped for the madvise
+ * calls and taken again to put the slices back clean, stamped with the
+ * time of their purge (0 in a stamp means never touched). While a batch is
+ * out, the shard's lock is free for its thread and for stealers; another
+ * purger passes the shard over (one batch per shard: what a fork must
+ * restore stays one record). A purger preempted between its two critical
+ * sections holds only those slices out of use: a page that would have been
+ * cut there is cut elsewhere, or from a new segment. Fork: the prepare
+ * handler takes the shard lock, so the purger waits for it to put the
+ * batch back; the child, which has no purger, puts the record's slices
+ * back still counted dirty (segment_atfork_child). Thread exit: no thread
+ * exits between the two sections (no cancellation point in between).
+ * Returns bytes purged; *busy is set when another purger's batch was out. */
+static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool *busy) {
   size_t bytes = 0;
-  for (hak_segment_t *s = sh->head; s; s = s->next)
-    if (s->dirty_mask & s->free_mask) bytes += purge_segment(s, now, min_age);
+  for (unsigned round = 0; round < HAK_SEG_SIZE / HAK_SLICE_SIZE; round++) {
+    if (sh->out.n) {
+      if (busy) *busy = true;
+      break;
+    }
+    seg_purge_out_t *o = &sh->out;
+    for (hak_segment_t *s = sh->head; s && o->n < PURGE_BATCH; s = s->next) {
+      if (!(s->dirty_mask & s->free_mask)) continue;
+      uint32_t m = purge_mask(s, now, min_age);
+      if (!m) continue;
+      o->seg[o->n] = s;
+      o->mask[o->n++] = m;
+    }
+    unsigned n = o->n;
+    if (!n) break;
+    hak_segment_t *seg[PURGE_BATCH];
+    uint32_t mask[PURGE_BATCH];
+    for (unsigned i = 0; i < n; i++) {
+      seg[i] = o->seg[i];
+      mask[i] = o->mask[i];
+      slices_out(sh, seg[i], mask[i]);
+    }
+    hak_unlock(&sh->lock);
+    for (unsigned i = 0; i < n; i++) purge_runs(seg[i], mask[i]);
+    shard_lock(sh);
+    for (unsigned i = 0; i < n; i++) {
+      hak_segment_t *s = seg[i];
+      uint32_t m = mask[i];
+      SUB(hak_seg_books.dirty, mask_bytes(m));
+      SUB(sh->dirty_slices, pop32(m));
+      s->dirty_mask &= ~m;
+      s->whole_mask &= ~m;
+      for (uint32_t k = m; k; k &= k - 1) s->freed_ms[__builtin_ctz(k)] = now | 1;
+      bytes += mask_bytes(m);
+    }
+    o->n = 0;
+    for (unsigned i = 0; i < n; i++) slices_back(sh, seg[i], mask[i]); /* may unmap: last */
+    if (n < PURGE_BATCH) break;
+  }
   return bytes;
 }
 
@@ -62,9 +131,11 @@ static size_t purge_sweep(seg_shard_t *sh, uint32_t now, uint32_t min_age) {
  * program reuses it within milliseconds, and purging it would only trade a
  * madvise now for page faults next. Far over budget, sweeps come more often
  * and take younger memory, oldest first. One sweep at a time process-wide
- * (a CAS on last_sweep_ms claims it); `held` is the caller's locked shard,
- * the others are swept only if a try gets their lock. */
-void seg_purge_policy(seg_shard_t *held) {
+ * (a CAS on last_sweep_ms claims it), without a shard lock held on entry:
+ * each shard, the caller's `home` first, is swept only if a try gets its
+ * lock (a busy shard is passed over), and its lock is dropped around the
+ * madvise calls (purge_shard). */
+void seg_purge_policy(seg_shard_t *home) {
   size_t max = hak_config.dirty_max << LOAD(hak_seg_books.budget_shift);
   if (LOAD(hak_seg_books.dirty) <= max) return;
   uint32_t now = os_now_ms(), delay = hak_config.purge_delay_ms, floor_age = delay / 8;
@@ -89,11 +160,10 @@ void seg_purge_policy(seg_shard_t *held) {
   size_t before = LOAD(hak_seg_books.dirty);
   for (uint32_t age = delay;; age /= 2) {
     if (age < floor_age) age = floor_age;
-    purge_sweep(held, now, age);
     for (unsigned i = 0; i < HAK_SEG_SHARDS && LOAD(hak_seg_books.dirty) > max; i++) {
-      seg_shard_t *sh = &hak_seg_shards[i];
-      if (sh == held || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
-      purge_sweep(sh, now, age);
+      seg_shard_t *sh = i == 0 ? home : &hak_seg_shards[i];
+      if ((i && sh == home) || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
+      purge_shard(sh, now, age, NULL);
       hak_unlock(&sh->lock);
     }
     if (!pressed || age == floor_age || LOAD(hak_seg_books.dirty) <= max) break;
@@ -175,9 +245,19 @@ uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
   for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
     seg_shard_t *sh = &hak_seg_shards[i];
     if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
-    shard_lock(sh);
+    bool busy = false;
+    /* The deadline only tries a shard's lock (its thread may be cutting a
+     * page: no wait, no yield); a busy shard is looked at again soon. A
+     * purge of everything (min_age 0) waits for it. */
+    if (!min_age) shard_lock(sh);
+    else if (!hak_trylock(&sh->lock)) {
+      if (delay / 8 + 1 < youngest_left) youngest_left = delay / 8 + 1;
+      continue;
+    }
     seg_drain_returned(sh);
-    if (LOAD(hak_seg_books.dirty) > keep && purge_sweep(sh, now, min_age)) *any = true;
+    if (LOAD(hak_seg_books.dirty) > keep && purge_shard(sh, now, min_age, &busy)) *any = true;
+    /* another purger's batch was out: this shard is looked at again soon */
+    if (busy && delay / 8 + 1 < youngest_left) youngest_left = delay / 8 + 1;
     for (hak_segment_t *s = sh->head; s; s = s->next)
       for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
         uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
@@ -201,8 +281,7 @@ bool segment_trim(void) {
       next = s->next;
       if (s->free_mask == ALL_FREE && seg_unmap_if_safe(sh, s)) any = true;
     }
-    for (hak_segment_t *s = sh->head; s; s = s->next)
-      if (s->dirty_mask & s->free_mask) { purge_segment(s, os_now_ms(), 0); any = true; }
+    if (purge_shard(sh, os_now_ms(), 0, NULL)) any = true;
     hak_unlock(&sh->lock);
   }
   return any;

@@ -8,7 +8,8 @@
  * meet on a shard lock: it is taken by the heap's own thread (under its heap
  * lock), and otherwise only by the purge deadline's work, malloc_trim, a fork,
  * and, with a try that never waits, by threads stealing free slices or
- * sweeping for the dirty budget. First-class heaps draw a shard of their
+ * sweeping for the dirty budget (which drops it around its madvise calls:
+ * purge.c). First-class heaps draw a shard of their
  * own too; a caller without a heap (a thread past its exit) draws one per
  * call. Shard 0 is never drawn (0 means "not drawn yet"): no shard lock is
  * process-wide, and none is counted by the observe build.
@@ -71,14 +72,14 @@ static _Atomic(unsigned) next_shard;
 
 unsigned segment_shard_pick(void) { return 1 + ADD(next_shard, 1) % (HAK_SEG_SHARDS - 1); }
 
-static void list_push(seg_shard_t *sh, hak_segment_t *s) {
+void seg_list_push(seg_shard_t *sh, hak_segment_t *s) {
   s->next = NULL;
   s->prev = sh->tail;
   if (sh->tail) sh->tail->next = s; else sh->head = s;
   sh->tail = s;
 }
 
-static void list_remove(seg_shard_t *sh, hak_segment_t *s) {
+void seg_list_remove(seg_shard_t *sh, hak_segment_t *s) {
   if (s->prev) s->prev->next = s->next; else sh->head = s->next;
   if (s->next) s->next->prev = s->prev; else sh->tail = s->prev;
   s->next = s->prev = NULL;
@@ -141,7 +142,7 @@ static hak_segment_t *segment_map(seg_shard_t *sh) {
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
   ADD(hak_seg_books.free, mask_bytes(ALL_FREE));
   ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
-  list_push(sh, s);
+  seg_list_push(sh, s);
   ADD(hak_seg_books.empty, 1);
   return s;
 }
@@ -158,7 +159,7 @@ static bool seg_unmap_safe(hak_segment_t *s) {
 }
 
 static void seg_unmap(seg_shard_t *sh, hak_segment_t *s) {
-  list_remove(sh, s);
+  seg_list_remove(sh, s);
   SUB(hak_seg_books.empty, 1);
   SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask));
   SUB(sh->dirty_slices, pop32(s->dirty_mask));
@@ -248,7 +249,8 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
  * of address space, or a first pass found a candidate shard busy) every
  * candidate shard's lock is waited for; otherwise a shard whose lock is held
  * is passed over and *busy set. The caller holds no shard lock, and a shard
- * lock's holder never waits for another, so the wait is a plain lock wait. */
+ * lock's holder never waits for another, so the wait is a plain lock wait
+ * (and a short one: no shard lock is held across a madvise, purge.c). */
 static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, bool wait, bool *busy) {
   for (unsigned k = 1; k < HAK_SEG_SHARDS; k++) {
     seg_shard_t *sh = &hak_seg_shards[(home + k) % HAK_SEG_SHARDS];
@@ -357,7 +359,7 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
   SUB(sh->dirty_slices, pop32(s->dirty_mask & run));
   s->dirty_mask &= ~run;
   s->whole_mask &= ~run;
-  if (s->free_mask == 0) list_remove(sh, s);
+  if (s->free_mask == 0) seg_list_remove(sh, s);
   return zero;
 }
 
@@ -501,8 +503,8 @@ void segment_pages_free(unsigned shard, hak_page_t *list) {
     seg_page_free_locked(sh, pg, now, 0);
   }
   if (locked) {
-    seg_purge_policy(sh);
     hak_unlock(&sh->lock);
+    seg_purge_policy(sh); /* after the unlock: a sweep madvises without it */
   }
   purge_arm((now + hak_config.purge_delay_ms) | 1);
 }
@@ -511,7 +513,7 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   hak_segment_t *s = segment_of(pg);
   unsigned first = pg->first_slice, n = pg->slice_count;
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
-  if (s->free_mask == 0) list_push(sh, s);
+  if (s->free_mask == 0) seg_list_push(sh, s);
   s->free_mask |= run;
   ADD(hak_seg_books.free, mask_bytes(run));
   ADD(sh->free_slices, n);
@@ -539,7 +541,10 @@ void segment_atfork_parent(void) {
   for (unsigned i = HAK_SEG_SHARDS; i-- > 0;) hak_unlock_fork(&hak_seg_shards[i].lock);
 }
 void segment_atfork_child(void) {
-  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) hak_lock_reset(&hak_seg_shards[i].lock);
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    hak_lock_reset(&hak_seg_shards[i].lock);
+    seg_purge_restore(&hak_seg_shards[i]); /* a purger's batch: its thread is gone */
+  }
   os_reserve_atfork_child();
 #if HAK_SECURE
   os_random_atfork_child(); /* new segments of the child get keys the parent cannot guess */

@@ -10,12 +10,23 @@
 
 #define ALL_SLICES 0xffffffffu
 
+/* Slices out of their free masks while a purger madvises them without the
+ * shard's lock (purge.c): at most one batch per shard, recorded so that a
+ * forked child can put them back (segment_atfork_child). */
+#define PURGE_BATCH 16
+typedef struct seg_purge_out {
+  unsigned n;                        /* 0: no batch out */
+  hak_segment_t *seg[PURGE_BATCH];
+  uint32_t mask[PURGE_BATCH];
+} seg_purge_out_t;
+
 typedef struct seg_shard {
   hak_lock_t lock;                   /* not process-wide: not counted */
   hak_segment_t *head, *tail;        /* its segments with at least one free slice */
   _Atomic(hak_page_t *) returned;    /* pages freed by other threads (segment.c) */
   _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
   _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
+  seg_purge_out_t out;               /* under the lock */
 } __attribute__((aligned(64))) seg_shard_t;
 
 extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
@@ -98,7 +109,15 @@ void seg_guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned cls)
  * there needs neither seg_guards_open nor segment_large_guard. */
 int seg_find_guarded_run(hak_segment_t *s, unsigned n) HAK_HIDDEN;
 #endif
-/* held locked: the dirty budget's sweep, if it is over budget (purge.c). */
-void seg_purge_policy(seg_shard_t *held) HAK_HIDDEN;
+/* No shard lock held: the dirty budget's sweep, if it is over budget
+ * (purge.c); `home` (the caller's shard) is tried first. */
+void seg_purge_policy(seg_shard_t *home) HAK_HIDDEN;
+/* sh locked: a batch a purger had out goes back to the free masks, its
+ * slices counted dirty still (a forked child, whose purger is gone). */
+void seg_purge_restore(seg_shard_t *sh) HAK_HIDDEN;
+/* sh locked: the list link that every take-out and put-back keeps: a
+ * segment is on its shard's list iff its free mask is not 0 (segment.c). */
+void seg_list_push(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+void seg_list_remove(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
 
 #endif
