@@ -268,13 +268,13 @@ void secure_reject(const char *fn, const char *problem, const void *p) {
   abort();
 }
 
-/* What the word says: g 0, a double free; a g out of range or a low byte
- * that is not the key's (word_gap), a write before the block (or past the
+/* What the word says: m 0, a double free; an m out of range or a low byte
+ * that is not the key's (word_code), a write before the block (or past the
  * end of the slot before it); else the repeat after the request changed. */
 _Noreturn static void secure_reject_word(const char *fn, const void *p, size_t bsize) {
-  uint64_t g = canary_gap(p);
-  if (g == 0) secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
-  if (g - 16 > bsize - 16) secure_reject(fn, "heap underflow before block (or overflow of the block before it)", p);
+  uint64_t m = canary_code(p);
+  if (m == 0) secure_reject(fn, fn[0] == 'r' ? "freed block" : "double free", p);
+  if (m - 16 > bsize - 16) secure_reject(fn, "heap underflow before block (or overflow of the block before it)", p);
   secure_reject(fn, "heap overflow after block", p);
 }
 

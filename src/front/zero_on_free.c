@@ -31,7 +31,7 @@ static bool wiped(const void *p, size_t bsize) {
   const uint64_t *w = p;
   size_t words = (bsize - WIPE_KEEP) / 8, first = 1; /* word 0: the free-list link */
 #if HAK_SECURE
-  if (canary_gap(p) != 0) return false; /* a freed word stays so until handed out */
+  if (canary_code(p) != 0) return false; /* a freed word stays so until handed out */
 #elif HAK_CHECKS
   /* the free key (freed), or 0 (carved and wiped) */
   if (words > 1 && w[1] != 0 && w[1] != hak_free_key) return false;

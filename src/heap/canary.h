@@ -4,11 +4,11 @@
  * Secure build: a request for n bytes gets a block of the class for n + 16.
  * The 8 bytes right before block b (the end of the slot before it, or of
  * the page's lead) are b's state word, keyed per block:
- * canary_of(b) ^ (g << 8), g = block size - n (at least 16), or
- * canary_of(b) itself (g 0) while the block is free (freed, carved and not
+ * canary_of(b) ^ (m << 8), m = n + 16 (at most the block size), or
+ * canary_of(b) itself (m 0) while the block is free (freed, carved and not
  * yet handed out). The 8 bytes right after the request repeat the word.
- *   - free and realloc check the word (g in 16..bsize: a double free finds
- *     g 0, in any thread, cached or on its page; an underflow changes the
+ *   - free and realloc check the word (m in 16..bsize: a double free finds
+ *     m 0, in any thread, cached or on its page; an underflow changes the
  *     word's top byte, the byte right before the block) and its repeat
  *     (overflow: a write of even one byte past n changes it), then mark the
  *     word free. All of it is on two lines: b's own (or the one before it)
@@ -24,8 +24,8 @@
  *     into their first slice (segment.c, page_init), and large and huge
  *     blocks HAK_HEAD bytes (or their alignment) into their run or mapping.
  * The word is read by other threads freeing the block: it is stored whole
- * (one aligned 8-byte store) and only ever holds a valid value, g 0 or the
- * g of the block's current request.
+ * (one aligned 8-byte store) and only ever holds a valid value, m 0 or the
+ * m of the block's current request.
  *
  * The key is per process (from the kernel's AT_RANDOM bytes), so the value
  * a given block's word must hold cannot be written by a constant. */
@@ -52,7 +52,7 @@ extern uint64_t hak_canary_key HAK_HIDDEN;
  * ASCII character or 0xff written there always changes them (a keyed byte
  * would match 1 write in 256): the word's top byte (the byte right before
  * the block: an underflow) and low byte (the repeat's first byte, right
- * after the request: an overflow). g << 8 leaves both as they are. */
+ * after the request: an overflow). m << 8 leaves both as they are (m < 2^48). */
 #define CANARY_SET_BITS 0x8000000000000080ull
 #define CANARY_FREE_BITS 0x4000000000000040ull
 /* An odd multiplier that fits an instruction's 32-bit immediate: a
@@ -65,11 +65,13 @@ HAK_INLINE uint64_t canary_of(const void *b) { return canary_mix(b, hak_canary_k
 HAK_INLINE uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> ((64 - r) & 63)); }
 HAK_INLINE uint64_t *word_of(const void *b) { return (uint64_t *)((uintptr_t)b - 8); }
 HAK_INLINE uint64_t word_load(const void *b) { return __atomic_load_n(word_of(b), __ATOMIC_RELAXED); }
-/* The g a word w of block b stands for, rotated so that a word whose low
+/* The m a word w of block b stands for, rotated so that a word whose low
  * byte differs (x's low byte lands in the top bits) is out of every range:
- * 0 free, 16..bsize handed out for bsize - g bytes. */
-HAK_INLINE uint64_t word_gap(uint64_t w, uint64_t k) { uint64_t x = w ^ k; return (x >> 8) | (x << 56); }
-HAK_INLINE uint64_t canary_gap(const void *b) { return word_gap(word_load(b), canary_of(b)); }
+ * 0 free, 16..bsize handed out for m - 16 bytes (the repeat at b + m - 16:
+ * malloc needs n only, not the block size). */
+HAK_INLINE uint64_t word_code(uint64_t w, uint64_t k) { uint64_t x = w ^ k; return (x >> 8) | (x << 56); }
+HAK_INLINE uint64_t canary_code(const void *b) { return word_code(word_load(b), canary_of(b)); }
+HAK_INLINE uint64_t canary_code_of(size_t n) { return (uint64_t)(n + 16) << 8; }
 
 HAK_INLINE void canary_mark_free(void *b, size_t bsize) {
   (void)bsize;
@@ -78,7 +80,8 @@ HAK_INLINE void canary_mark_free(void *b, size_t bsize) {
 
 /* b (bsize bytes) handed out for n bytes, n + 16 <= bsize. */
 HAK_INLINE void canary_seal(void *b, size_t bsize, size_t n) {
-  uint64_t w = canary_of(b) ^ ((uint64_t)(bsize - n) << 8);
+  (void)bsize;
+  uint64_t w = canary_of(b) ^ canary_code_of(n);
   __atomic_store_n(word_of(b), w, __ATOMIC_RELAXED);
   memcpy((char *)b + n, &w, 8);
 }
@@ -90,21 +93,22 @@ HAK_INLINE void canary_seal(void *b, size_t bsize, size_t n) {
  * block's next free reports it, where a recomputed canary would have hidden
  * it. */
 HAK_INLINE void canary_seal_free(void *b, size_t bsize, size_t n) {
-  uint64_t w = word_load(b) ^ ((uint64_t)(bsize - n) << 8);
+  (void)bsize;
+  uint64_t w = word_load(b) ^ canary_code_of(n);
   __atomic_store_n(word_of(b), w, __ATOMIC_RELAXED);
   memcpy((char *)b + n, &w, 8);
 }
 
 /* b is handed out and its word and the repeat after the request are intact. */
 HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
-  uint64_t w = word_load(b), g = word_gap(w, canary_of(b)), f;
-  if (HAK_UNLIKELY(g - 16 > bsize - 16)) return false; /* free (0), or overwritten */
-  memcpy(&f, (const char *)b + bsize - g, 8);
+  uint64_t w = word_load(b), m = word_code(w, canary_of(b)), f;
+  if (HAK_UNLIKELY(m - 16 > bsize - 16)) return false; /* free (0), or overwritten */
+  memcpy(&f, (const char *)b + m - 16, 8);
   return f == w;
 }
 
 /* Bytes the caller of a block handed out for n may use. */
-HAK_INLINE size_t canary_request(const void *b, size_t bsize) { return bsize - (size_t)canary_gap(b); }
+HAK_INLINE size_t canary_request(const void *b, size_t bsize) { (void)bsize; return (size_t)canary_code(b) - 16; }
 
 /* Blocks carved from a page (heap.c, user_heap.c): their words say free. */
 void canary_carved(uint8_t *first, unsigned k, size_t bsize) HAK_HIDDEN;
