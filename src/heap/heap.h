@@ -166,6 +166,41 @@ HAK_INLINE bool heap_trylock(hak_heap_t *h) {
 }
 HAK_INLINE void heap_unlock(hak_heap_t *h) { atomic_store_explicit(&h->lock, 0, memory_order_release); }
 
+/* The owner marks its heap busy while it changes the page lists, so that a
+ * forked child can tell a consistent heap of a vanished thread from one that
+ * was caught half-changed (remote.c, "Fork"). The fence orders the mark
+ * before the changes; the release store orders the changes before the clear.
+ * (heap.c, heap_exit.c) */
+HAK_INLINE void busy_begin(hak_heap_t *h) {
+  atomic_store_explicit(&h->busy, 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+HAK_INLINE void busy_end(hak_heap_t *h) { atomic_store_explicit(&h->busy, 0, memory_order_release); }
+
+/* A heap's page lists (avail, full, user_large): doubly linked through the
+ * pages' next/prev (heap.c, heap_exit.c, user_heap.c). */
+static inline void list_push_head(hak_page_list_t *l, hak_page_t *p) {
+  p->prev = NULL;
+  p->next = l->head;
+  if (l->head) l->head->prev = p; else l->tail = p;
+  l->head = p;
+}
+
+static inline void list_push_tail(hak_page_list_t *l, hak_page_t *p) {
+  p->next = NULL;
+  p->prev = l->tail;
+  if (l->tail) l->tail->next = p; else l->head = p;
+  l->tail = p;
+}
+
+static inline void list_remove(hak_page_list_t *l, hak_page_t *p) {
+  if (p->prev) p->prev->next = p->next; else l->head = p->next;
+  if (p->next) p->next->prev = p->prev; else l->tail = p->prev;
+  p->next = p->prev = NULL;
+}
+
+HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p->bump < p->end; }
+
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
  * (0 only when the OS refuses memory). With `pend` (empty), a page's free
  * list goes there whole instead, and the call returns 0 with pend filled. */
@@ -192,10 +227,10 @@ void heap_collect_remote_held(hak_heap_t *h) HAK_HIDDEN;
 void heap_page_collect(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
 /* Adopt a page into h (from the abandoned list). */
 void heap_page_adopted(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
-/* Tear down at thread exit: retire empty pages, abandon the rest. Waits a
- * bounded time for remote signals in flight; false if some have not arrived
- * (their pages are still on h's lists): h must then not be reused until
- * heap_reap says so. */
+/* Tear down at thread exit (heap/heap_exit.c, as the two below): retire
+ * empty pages, abandon the rest. Waits a bounded time for remote signals in
+ * flight; false if some have not arrived (their pages are still on h's
+ * lists): h must then not be reused until heap_reap says so. */
 bool heap_destroy(hak_heap_t *h) HAK_HIDDEN;
 /* A dying heap: release the pages whose signals have arrived since; with
  * `lost`, all of them (after fork, when the senders no longer exist). True

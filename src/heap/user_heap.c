@@ -103,22 +103,7 @@ static hak_lock_t uheap_lock = HAK_LOCK_NAMED("user_heaps");
 static hak_heap_t *uheap_list; /* live and dying heaps, through live_next/live_prev */
 static hak_heap_t *uheap_pool; /* records for reuse, through pool_next */
 
-/* ---- page lists (as in heap.c) -------------------------------------------- */
-
-static void list_push_head(hak_page_list_t *l, hak_page_t *p) {
-  p->prev = NULL;
-  p->next = l->head;
-  if (l->head) l->head->prev = p; else l->tail = p;
-  l->head = p;
-}
-
-static void list_remove(hak_page_list_t *l, hak_page_t *p) {
-  if (p->prev) p->prev->next = p->next; else l->head = p->next;
-  if (p->next) p->next->prev = p->prev; else l->tail = p->prev;
-  p->next = p->prev = NULL;
-}
-
-HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p->bump < p->end; }
+/* ---- pages (their lists: heap.h) ------------------------------------------ */
 
 HAK_INLINE uint8_t *page_base(const hak_page_t *p) {
   return (uint8_t *)segment_of(p) + (size_t)p->first_slice * HAK_SLICE_SIZE;
