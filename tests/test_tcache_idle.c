@@ -14,6 +14,9 @@
  * given room back (its cap lowered). It used to keep its cap for good: a
  * class whose cache had changed since its last cold event counted as in use
  * until its next cold event, however long ago the change was.
+ * 4. The recency list make_room walks holds no class that has neither had a
+ *    cold event nor a starting cap (the classes above 32 KiB here): those
+ *    used to sit at its front, each skipped at every make_room call.
  *
  * usage: test_tcache_idle
  */
@@ -22,6 +25,7 @@
 #include "heap/heap.h"
 #include "heap/canary.h"
 #include "heap/size_class.h"
+#include "policy/config.h"
 
 #define BIG_FIRST (8 * 1024 + 1)
 #define BIG_LAST (32 * 1024)
@@ -74,6 +78,16 @@ int main(void)
            "8-32 KiB (their caps: %zu KiB)\n",
            grown, bx->cap, hak_tls.heap->tick, big >> 10);
     CHECK(bx->cap < grown, "the 4 KiB class, idle since, kept its cap of %u", grown);
+
+    hak_heap_t *h = hak_tls.heap;
+    unsigned listed = 0, never = 0;
+    for (unsigned c = h->lru_first; c < HAK_NCLASSES; c = h->lru_next[c]) {
+        CHECK(++listed <= HAK_NCLASSES, "the recency list loops");
+        if (hak_config.tcache_start[c] == 0 && h->last_use[c] == 0) never++;
+    }
+    printf("test_tcache_idle: %u classes on the recency list, %u of them never used and without a starting cap\n",
+           listed, never);
+    CHECK(never == 0, "make_room walks %u classes that were never used", never);
     printf("test_tcache_idle: OK\n");
     return 0;
 }

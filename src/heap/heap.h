@@ -104,7 +104,9 @@ struct hak_heap {
   uint8_t     lru_prev[HAK_NCLASSES];   /* the classes in order of last_use, least recent */
   uint8_t     lru_next[HAK_NCLASSES];   /*   first (HAK_NCLASSES: none), so make_room */
   uint8_t     lru_first, lru_last;      /*   reads them from the oldest and stops at the */
-                                        /*   first one too young (heap/tcache.c) */
+                                        /*   first one too young; a class without a */
+                                        /*   starting cap joins at its first cold */
+                                        /*   event (heap/tcache.c) */
   uint16_t    refills[HAK_NCLASSES];    /* learner counters since its last step */
   uint16_t    flushes[HAK_NCLASSES];
   uint16_t    collects[HAK_NCLASSES];   /* pages of the class that brought remote frees */

@@ -76,21 +76,42 @@
  * It used to scan all classes for it on every cold event of a class wanting
  * to grow past the budget: with 96 classes that scan (about 1,000
  * instructions) was 7% of bench_sizemix's instructions, whose threads sit at
- * their budget. */
-_Static_assert(HAK_NCLASSES < 256, "class links are bytes; HAK_NCLASSES is the null link");
+ * their budget.
+ *
+ * Only classes make_room could shrink start on the list: those with a
+ * starting cap. A class without one (above HAK_TCACHE_START_BYTES) joins at
+ * its first cold event (LRU_OFF until then). With all 96 classes on it from
+ * the start, every class a program never used sat at its front with
+ * last_use 0, skipped for its cap 0 but never moved, so each make_room call
+ * of a thread at its budget walked past all of them first. */
+#define LRU_OFF 255
+_Static_assert(HAK_NCLASSES < LRU_OFF, "class links are bytes; HAK_NCLASSES is the null link");
 
-static void lru_init(hak_heap_t *h) {
+static void lru_init(hak_tls_t *t, hak_heap_t *h) {
+  unsigned last = HAK_NCLASSES;
+  h->lru_first = HAK_NCLASSES;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    h->lru_prev[c] = (uint8_t)(c ? c - 1 : HAK_NCLASSES);
-    h->lru_next[c] = (uint8_t)(c + 1);
+    h->lru_prev[c] = h->lru_next[c] = LRU_OFF;
+    if (bin_of(t, c)->cap == 0) continue;
+    h->lru_prev[c] = (uint8_t)last;
+    h->lru_next[c] = HAK_NCLASSES;
+    if (last < HAK_NCLASSES) h->lru_next[last] = (uint8_t)c; else h->lru_first = (uint8_t)c;
+    last = c;
   }
-  h->lru_first = 0;
-  h->lru_last = HAK_NCLASSES - 1;
+  h->lru_last = (uint8_t)last;
 }
 
 static void lru_touch(hak_heap_t *h, unsigned c) {
   if (h->lru_last == c) return;
-  unsigned p = h->lru_prev[c], n = h->lru_next[c]; /* n is a class: c is not last */
+  unsigned p = h->lru_prev[c], n = h->lru_next[c];
+  if (HAK_UNLIKELY(n == LRU_OFF)) { /* its first cold event: joins at the end */
+    h->lru_prev[c] = h->lru_last;
+    h->lru_next[c] = HAK_NCLASSES;
+    if (h->lru_last < HAK_NCLASSES) h->lru_next[h->lru_last] = (uint8_t)c; else h->lru_first = (uint8_t)c;
+    h->lru_last = (uint8_t)c;
+    return;
+  }
+  /* n is a class: c is not last */
   if (p < HAK_NCLASSES) h->lru_next[p] = (uint8_t)n; else h->lru_first = (uint8_t)n;
   h->lru_prev[n] = (uint8_t)p;
   h->lru_prev[c] = h->lru_last;
@@ -140,7 +161,7 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
     h->seen_top[c] = NULL;
   }
   slots_layout(t, h);
-  lru_init(h);
+  lru_init(t, h);
 }
 
 static bool class_untouched(hak_tls_t *t, unsigned c) {
