@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <malloc.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef __cplusplus
@@ -274,6 +276,41 @@ static inline const char *ht_capture_end(void)
     close(fd[0]);
     buf[n > 0 ? n : 0] = 0;
     return buf;
+}
+
+/* The fork step of the multi-threaded stress tests. ht_fork_wait forks;
+ * the child runs child(), which must end with _exit; the parent waits and
+ * requires exit status 0. ht_child_rounds is such a child's work: rounds
+ * of n blocks (n <= 64) made by make, then checked and freed by check,
+ * malloc_trim(0) after every round (trim_odd_only: after odd rounds),
+ * under alarm(20), so that a child that deadlocks is killed and its
+ * parent sees it. */
+static inline void ht_child_rounds(uint64_t seed, unsigned char *(*make)(ht_rng *),
+                                   void (*check)(unsigned char *), int n, int rounds, int trim_odd_only)
+{
+    alarm(20);
+    ht_rng r = {seed};
+    unsigned char *keep[64];
+    CHECK(n >= 1 && n <= 64, "ht_child_rounds: n = %d", n);
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < n; i++) keep[i] = make(&r);
+        for (int i = 0; i < n; i++) check(keep[i]);
+        if (!trim_odd_only || (round & 1)) malloc_trim(0);
+    }
+    _exit(0);
+}
+static inline void ht_fork_wait(void (*child)(void))
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        child();
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)", (int)pid, st,
+          WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 #ifdef __cplusplus

@@ -116,15 +116,7 @@ static void *worker(void *arg)
 
 static void child_work(void)
 {
-    alarm(20); /* a child that deadlocks is killed, and the parent sees it */
-    ht_rng r = {seed * 31};
-    unsigned char *keep[8];
-    for (int round = 0; round < 10; round++) {
-        for (int i = 0; i < 8; i++) keep[i] = make(&r);
-        for (int i = 0; i < 8; i++) check_free(keep[i]);
-        if (round & 1) malloc_trim(0);
-    }
-    _exit(0);
+    ht_child_rounds(seed * 31, make, check_free, 8, 10, 1);
 }
 
 int main(int argc, char **argv)
@@ -149,13 +141,7 @@ int main(int argc, char **argv)
             if ((i & 3) == 0) { malloc_trim(0); trims++; }
         }
         if (g % 3 == 1) {
-            pid_t pid = fork();
-            CHECK(pid >= 0, "fork: %s", strerror(errno));
-            if (pid == 0) child_work();
-            int st;
-            CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)",
-                  (int)pid, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+            ht_fork_wait(child_work);
             forks++;
         }
     }

@@ -91,15 +91,7 @@ static void *worker(void *arg)
 
 static void child_work(void)
 {
-    alarm(20); /* a child that deadlocks is killed, and the parent sees it */
-    ht_rng r = {seed * 31};
-    unsigned char *keep[64];
-    for (int round = 0; round < 20; round++) {
-        for (int i = 0; i < 64; i++) keep[i] = make(&r);
-        for (int i = 0; i < 64; i++) check_free(keep[i]);
-        malloc_trim(0);
-    }
-    _exit(0);
+    ht_child_rounds(seed * 31, make, check_free, 64, 20, 0);
 }
 
 int main(int argc, char **argv)
@@ -124,13 +116,7 @@ int main(int argc, char **argv)
             if ((i & 3) == 0) { malloc_trim(0); trims++; }
         }
         if (g % 6 == 3) {
-            pid_t pid = fork();
-            CHECK(pid >= 0, "fork: %s", strerror(errno));
-            if (pid == 0) child_work();
-            int st;
-            CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)",
-                  (int)pid, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+            ht_fork_wait(child_work);
             forks++;
         }
     }

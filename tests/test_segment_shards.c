@@ -138,15 +138,7 @@ static void steal_phase(void)
 
 static void child_work(void)
 {
-    alarm(20); /* a child that deadlocks is killed, and the parent sees it */
-    ht_rng r = {seed * 31};
-    unsigned char *keep[48];
-    for (int round = 0; round < 10; round++) {
-        for (int i = 0; i < 48; i++) keep[i] = make(&r);
-        for (int i = 0; i < 48; i++) check_free(keep[i]);
-        malloc_trim(0);
-    }
-    _exit(0);
+    ht_child_rounds(seed * 31, make, check_free, 48, 10, 0);
 }
 
 int main(int argc, char **argv)
@@ -168,13 +160,7 @@ int main(int argc, char **argv)
         for (unsigned i = 0; i < WORKERS; i++) {
             if (i % 4 == 1) malloc_trim(0);
             if (i == WORKERS / 2 && g % 2 == 0) {
-                pid_t pid = fork();
-                CHECK(pid >= 0, "fork: %s", strerror(errno));
-                if (pid == 0) child_work();
-                int st;
-                CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)", (int)pid,
-                      st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+                ht_fork_wait(child_work);
                 forks++;
             }
             CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
