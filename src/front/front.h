@@ -68,10 +68,8 @@ HAK_INLINE size_t secure_check_core(const char *fn, void *p, const hak_block_che
   size_t bsize = pg->bsize;
   if (HAK_UNLIKELY(block_index(off, c) >= pg->capacity)) secure_reject_block(fn, p);
   if (HAK_UNLIKELY(off == 0 && bsize <= HAK_GUARD_BLOCK_MAX)) secure_reject_block(fn, p); /* the guard */
-  uint64_t k = canary_of(p), w = word_load(p), m = word_code(w, k), f;
-  if (HAK_UNLIKELY(m - 16 > bsize - 16)) secure_reject_block(fn, p);
-  memcpy(&f, (const char *)p + m - 16, 8);
-  if (HAK_UNLIKELY(f != w)) secure_reject_block(fn, p);
+  uint64_t k, m;
+  if (HAK_UNLIKELY(!canary_word_ok(p, bsize, &k, &m))) secure_reject_block(fn, p);
   if (mark_free) __atomic_store_n(word_of(p), k, __ATOMIC_RELAXED); /* m 0: free */
   if (request) *request = m - 16;
   return bsize;
@@ -89,16 +87,15 @@ HAK_INLINE size_t secure_free_check(void *p, const hak_block_check_t *c) {
 }
 /* free()'s fast path, once p passed the slice-relative block-start test
  * (block_fast_ok: a one-slice class, not slice 0, so p's page starts at
- * p's slice and p is a block boundary inside it): the same checks as
- * secure_check_core without the page record, bsize from the class table.
+ * p's slice and p is a block boundary inside it): the same word check as
+ * secure_check_core (canary_word_ok) without the page record, bsize from
+ * the class table.
  * The first block of the slice is the page's guard (canary.h). */
 void secure_free_fast(void *p, size_t bsize) HAK_HIDDEN;
 HAK_INLINE void secure_free_fast_inline(void *p, size_t bsize) {
   if (HAK_UNLIKELY(((uintptr_t)p & (HAK_SLICE_SIZE - 1)) == 0)) secure_reject_block("free", p);
-  uint64_t k = canary_of(p), w = word_load(p), m = word_code(w, k), f;
-  if (HAK_UNLIKELY(m - 16 > bsize - 16)) secure_reject_block("free", p);
-  memcpy(&f, (const char *)p + m - 16, 8);
-  if (HAK_UNLIKELY(f != w)) secure_reject_block("free", p);
+  uint64_t k, m;
+  if (HAK_UNLIKELY(!canary_word_ok(p, bsize, &k, &m))) secure_reject_block("free", p);
   __atomic_store_n(word_of(p), k, __ATOMIC_RELAXED); /* m 0: free */
 }
 /* The rest of the small blocks whose bin has room (slice 0, classes whose

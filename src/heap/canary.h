@@ -99,12 +99,21 @@ HAK_INLINE void canary_seal_free(void *b, size_t bsize, size_t n) {
   memcpy((char *)b + n, &w, 8);
 }
 
-/* b is handed out and its word and the repeat after the request are intact. */
-HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
-  uint64_t w = word_load(b), m = word_code(w, canary_of(b)), f;
-  if (HAK_UNLIKELY(m - 16 > bsize - 16)) return false; /* free (0), or overwritten */
-  memcpy(&f, (const char *)b + m - 16, 8);
+/* b is handed out and its word and the repeat after the request are
+ * intact; *k gets b's canary and *m its m (n + 16, valid only when true).
+ * The one copy of the word check: free's paths, realloc and the checks of
+ * heap/canary.c all come here. */
+HAK_INLINE bool canary_word_ok(const void *b, size_t bsize, uint64_t *k, uint64_t *m) {
+  uint64_t w = word_load(b), f;
+  *k = canary_of(b);
+  *m = word_code(w, *k);
+  if (HAK_UNLIKELY(*m - 16 > bsize - 16)) return false; /* free (0), or overwritten */
+  memcpy(&f, (const char *)b + *m - 16, 8);
   return f == w;
+}
+HAK_INLINE bool canary_intact(const void *b, size_t bsize) {
+  uint64_t k, m;
+  return canary_word_ok(b, bsize, &k, &m);
 }
 
 /* Bytes the caller of a block handed out for n may use. */
