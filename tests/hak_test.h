@@ -278,6 +278,32 @@ static inline const char *ht_capture_end(void)
     return buf;
 }
 
+/* Keyed blocks of the multi-threaded stress tests: the first 16 bytes hold
+ * the block's key and size, and the pattern of the key covers [16, head)
+ * and [n - tail, n), each clipped to the block (head and tail: what a test
+ * can afford to write and check per block). ht_keyed_stamp writes them;
+ * ht_keyed_check_free reads the size back (it must lie in [lo, hi]),
+ * checks both ranges and frees the block. */
+static inline void ht_keyed_stamp(unsigned char *p, size_t n, uint64_t key, size_t head, size_t tail)
+{
+    memcpy(p, &key, 8);
+    memcpy(p + 8, &n, 8);
+    ht_fill(p, key, 16, head < n ? head : n);
+    if (tail) ht_fill(p, key, n > tail + 16 ? n - tail : 16, n);
+}
+static inline void ht_keyed_check_free(unsigned char *p, size_t lo, size_t hi, size_t head, size_t tail)
+{
+    uint64_t key;
+    size_t n;
+    memcpy(&key, p, 8);
+    memcpy(&n, p + 8, 8);
+    CHECK(n >= lo && n <= hi, "block %p has a corrupt header (size %zu)", (void *)p, n);
+    size_t bad = ht_verify(p, key, 16, head < n ? head : n);
+    if (bad == (size_t)-1 && tail) bad = ht_verify(p, key, n > tail + 16 ? n - tail : 16, n);
+    CHECK(bad == (size_t)-1, "block %p of %zu bytes changed at offset %zu", (void *)p, n, bad);
+    free(p);
+}
+
 /* The fork step of the multi-threaded stress tests. ht_fork_wait forks;
  * the child runs child(), which must end with _exit; the parent waits and
  * requires exit status 0. ht_child_rounds is such a child's work: rounds

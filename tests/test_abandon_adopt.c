@@ -39,23 +39,13 @@ static unsigned char *make(ht_rng *r)
     size_t n = sizes[ht_below(r, sizeof sizes / sizeof sizes[0])];
     unsigned char *p = malloc(n);
     CHECK(p != NULL, "malloc(%zu)", n);
-    uint64_t key = ht_next(r) | 1;
-    memcpy(p, &key, 8);
-    memcpy(p + 8, &n, 8);
-    ht_fill(p, key, 16, n);
+    ht_keyed_stamp(p, n, ht_next(r) | 1, n, 0);
     return p;
 }
 
 static void check_free(unsigned char *p)
 {
-    uint64_t key;
-    size_t n;
-    memcpy(&key, p, 8);
-    memcpy(&n, p + 8, 8);
-    CHECK(n >= 24 && n <= 3000, "block %p has a corrupt header (size %zu)", (void *)p, n);
-    size_t bad = ht_verify(p, key, 16, n);
-    CHECK(bad == (size_t)-1, "block %p of %zu bytes changed at offset %zu", (void *)p, n, bad);
-    free(p);
+    ht_keyed_check_free(p, 24, 3000, SIZE_MAX, 0);
     atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
 }
 

@@ -40,13 +40,8 @@ static unsigned ops_per_thread = 300;
 static uint64_t seed = 5;
 static atomic_ulong checked;
 
-static void stamp(unsigned char *p, size_t n, uint64_t key)
-{
-    memcpy(p, &key, 8);
-    memcpy(p + 8, &n, 8);
-    ht_fill(p, key, 16, 4096);
-    ht_fill(p, key, n - 4096, n);
-}
+/* Head and tail pages of every block carry its pattern. */
+static void stamp(unsigned char *p, size_t n, uint64_t key) { ht_keyed_stamp(p, n, key, 4096, 4096); }
 
 static unsigned char *make(ht_rng *r)
 {
@@ -82,15 +77,7 @@ static unsigned char *make(ht_rng *r)
 
 static void check_free(unsigned char *p)
 {
-    uint64_t key;
-    size_t n;
-    memcpy(&key, p, 8);
-    memcpy(&n, p + 8, 8);
-    CHECK(n >= MIN_SIZE && n <= MAX_SIZE, "block %p has a corrupt header (size %zu)", (void *)p, n);
-    size_t bad = ht_verify(p, key, 16, 4096);
-    if (bad == (size_t)-1) bad = ht_verify(p, key, n - 4096, n);
-    CHECK(bad == (size_t)-1, "block %p of %zu bytes changed at offset %zu", (void *)p, n, bad);
-    free(p);
+    ht_keyed_check_free(p, MIN_SIZE, MAX_SIZE, 4096, 4096);
     atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
 }
 

@@ -47,25 +47,14 @@ static unsigned char *make(ht_rng *r)
     size_t n = pick_size(r);
     unsigned char *p = malloc(n);
     CHECK(p != NULL, "malloc(%zu)", n);
-    uint64_t key = ht_next(r) | 1;
-    memcpy(p, &key, 8);
-    memcpy(p + 8, &n, 8);
-    ht_fill(p, key, 16, 512);          /* head and tail: enough to see a block */
-    ht_fill(p, key, n - 256, n);       /* handed out twice, and cheap to write */
+    /* head and tail: enough to see a block handed out twice, and cheap to write */
+    ht_keyed_stamp(p, n, ht_next(r) | 1, 512, 256);
     return p;
 }
 
 static void check_free(unsigned char *p)
 {
-    uint64_t key;
-    size_t n;
-    memcpy(&key, p, 8);
-    memcpy(&n, p + 8, 8);
-    CHECK(n >= 1024 && n <= 600 * 1024, "block %p has a corrupt header (size %zu)", (void *)p, n);
-    size_t bad = ht_verify(p, key, 16, 512);
-    if (bad == (size_t)-1) bad = ht_verify(p, key, n - 256, n);
-    CHECK(bad == (size_t)-1, "block %p of %zu bytes changed at offset %zu", (void *)p, n, bad);
-    free(p);
+    ht_keyed_check_free(p, 1024, 600 * 1024, 512, 256);
     atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
 }
 
