@@ -5,7 +5,7 @@
  *     idle, holds at most 64 KiB of cached blocks (it used to hold ~1.6 MiB:
  *     four blocks of each class).
  *  2. A busy thread (bursts of 1..64 blocks of every class, freed again)
- *     never holds more than its budget (argv[1], default 8 MiB, the speed profile).
+ *     never holds more than its budget (argv[1], default 32 MiB, the speed profile).
  *  3. A class used over and over is cached: a malloc/free loop of one size
  *     ends with blocks in the cache.
  *  4. With the learner on (argv[2] "learn", HAKMEM_TCACHE_LEARN=1), a class that goes idle gives its room back: after
@@ -24,7 +24,7 @@ size_t heap_thread_cached_bytes(void);
 extern const uint32_t hak_class_size[];
 #define NCLASSES 96
 
-static size_t budget = 8 << 20;
+static size_t budget = 32 << 20;
 
 static void *idle_thread(void *arg) {
   (void)arg;

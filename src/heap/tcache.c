@@ -15,7 +15,17 @@
  *   wants to grow past it takes room from the least recently used idle
  *   classes (their caps halve and blocks beyond the new cap go back to their
  *   pages); if none is idle, it does not grow, so busy classes never take
- *   turns evicting each other.
+ *   turns evicting each other. The speed profile's budget, 32 MiB, was 8
+ *   MiB, set above the sum of the class maxima when classes ended at 32 KiB
+ *   (6.9 MiB); with classes to 256 KiB those sum to 50.6 MiB, and at 8 MiB a
+ *   thread using the classes above 8 KiB filled its budget early: its caps
+ *   froze where they stood, the rarely used 64-256 KiB classes, always idle
+ *   by the above, were halved to 0-2 blocks by every class that wanted to
+ *   grow, and most of their blocks went through a refill and a flush
+ *   (bench_sizemix 4 1500000 1000, HAKMEM_STATS=1: class 80 had 802 refills
+ *   for 1168 allocations; 126 of 1114 at 32 MiB). 64 MiB (above all the
+ *   maxima) held 49 MiB more at sizemix's peak than 32 MiB, for no gain
+ *   (tests/test_tcache_big.c).
  * - Idle, seen from the cold side only: a class with no cold event for
  *   HAK_STEAL_AGE events of the thread whose cache has the same count and the
  *   same top block as when last looked at. A class in use without cold

@@ -55,7 +55,7 @@ static const option_def_t options[] = {
    "bytes one per-thread size-class cache aims to hold; at run time only up to the start-up value"},
   {"HAKMEM_TCACHE_MAX", OPT_COUNT, true, {128, 96, 32}, 0, 1024, "blocks", NULL, FIELD(tcache_max),
    "most blocks one class cache holds (0 disables the caches); at run time only up to the start-up value"},
-  {"HAKMEM_TCACHE_BUDGET", OPT_SIZE, true, {MiB(8), MiB(2), KiB(256)}, 0, (long long)1 << 30, "bytes", NULL, FIELD(tcache_budget),
+  {"HAKMEM_TCACHE_BUDGET", OPT_SIZE, true, {MiB(32), MiB(2), KiB(256)}, 0, (long long)1 << 30, "bytes", NULL, FIELD(tcache_budget),
    "bytes all class caches of one thread hold together, at most (lowered at run time, caches shrink at their next refill or flush)"},
   {"HAKMEM_TCACHE_LEARN", OPT_FLAG, true, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(tcache_learn),
    "1: a periodic step on each thread's cold path grows the caches of classes that refill often and shrinks those it stopped using"},
