@@ -131,10 +131,6 @@ typedef struct hak_page {
   /* Fresh from its segment with every byte known to read zero (its slices
    * untouched or purged since): calloc of a large block skips the memset. */
   uint8_t   known_zero;
-  /* The local free list is only what one take of the remote list brought
-   * onto an empty list: blocks another thread has just freed. A refill
-   * walks such a list instead of taking it lazily (heap/heap.c, heap_take). */
-  uint8_t   list_remote;
   /* An empty page its heap keeps beyond the first of its class, counted in
    * the heap's kept_pages (heap/heap.c, page_maybe_retire). Owner only;
    * cleared by page_init and on adoption. */

@@ -15,8 +15,9 @@
  *   - double:  (builds with checks) a block freed twice while it sits in a
  *              pending list is reported, not handed out twice;
  *   - remote:  a list that is only blocks another thread has just freed
- *              (one take of the remote list onto an empty list) is walked
- *              into the cache as before, not taken lazily.
+ *              (one take of the remote list onto an empty list) goes
+ *              pending as well: the next mallocs are exactly those blocks,
+ *              and none goes through the cache.
  * Linked with libhakmem.a, to reach the thread's pending lists and pages.
  *
  * usage: test_pending
@@ -182,11 +183,19 @@ static void case_remote(void) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, free_some, got) == 0, "pthread_create");
     CHECK(pthread_join(t, NULL) == 0, "pthread_join");
-    void *x = malloc(SIZE); /* collects the K blocks, then walks them */
+    void *x = malloc(SIZE); /* collects the K blocks, takes them as the pending list */
     CHECK(in_list(got, K, x), "the refill did not take the blocks the other thread freed");
-    CHECK(pend_of(&hak_tls, cls)->head == NULL, "a list of remote frees just taken went pending");
-    CHECK(bin_of(&hak_tls, cls)->count > 0, "the refill put no block in the cache");
-    free(x);
+    CHECK(pend_of(&hak_tls, cls)->head != NULL && pend_of(&hak_tls, cls)->n == K - 1,
+          "a list of remote frees just taken did not go pending whole (%u pending)", pend_of(&hak_tls, cls)->n);
+    CHECK(bin_of(&hak_tls, cls)->count == 0, "the refill put blocks in the cache");
+    void *y[K];
+    y[0] = x;
+    for (unsigned i = 1; i < K; i++) {
+        y[i] = malloc(SIZE);
+        CHECK(in_list(got, K, y[i]), "malloc %u handed out a block that is not one the other thread freed", i);
+    }
+    CHECK(pend_of(&hak_tls, cls)->head == NULL, "blocks left pending after %u mallocs", K);
+    for (unsigned i = 0; i < K; i++) free(y[i]);
     for (unsigned i = K; i < nfree; i++) free(got[i]);
     malloc_trim(0);
 }
@@ -234,8 +243,8 @@ int main(void) {
     case_double();
 #endif
     printf("test_pending: OK: a refill took a page's %u or more free blocks as a pending list without carving, malloc "
-           "handed them out; malloc_trim, thread exit and a fork handled the list; a list of remote frees just taken was "
-           "walked%s\n",
+           "handed them out; malloc_trim, thread exit and a fork handled the list; a list of remote frees just taken "
+           "went pending too%s\n",
            K, HAK_CHECKS && !HAK_SECURE ? "; a double free of a pending block was reported" : "");
     return 0;
 }

@@ -154,7 +154,7 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   memcpy(out, pool, k * sizeof *out);
   for (unsigned i = k; i < w; i++) {
     block_set_next(p, pool[i], p->free);
-    page_free_prepended(p, pool[i], pool[i], false);
+    page_free_prepended(p, pool[i], pool[i]);
   }
 }
 #else
@@ -261,7 +261,7 @@ void heap_return_pending(hak_heap_t *h, hak_pend_t *q) {
   /* In front of what the page got back since (own flushes, remote frees). */
   void *tail = h->pend_tail[p->cls];
   if (p->free) block_set_next(p, tail, p->free);
-  page_free_prepended(p, head, tail, false);
+  page_free_prepended(p, head, tail);
   p->used -= n;
   if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
   if (p->used == 0) page_maybe_retire(h, p);
@@ -275,7 +275,6 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
   atomic_store_explicit(&p->owner, h, memory_order_release);
   p->kept = 0; /* counted by the heap that left it */
   remote_take(p, false);
-  p->list_remote = 0; /* an exited thread's list: cold */
   if (page_has_free(p)) {
     p->state = HAK_PAGE_AVAIL;
     list_push_tail(&h->avail[p->cls], p);
@@ -357,16 +356,19 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       continue;
     }
     page_unkeep(h, p);
-    if (pend && p->free && !p->list_remote) {
+    if (pend && p->free) {
       /* Lazy: the list goes to the thread whole (page_detach), beside
-       * what a carve of the page before may have given. Not a list that is
-       * only the remote frees just taken (list_remote): a producer whose
-       * every block comes back that way (bench_prodcons 1 3000000) used
-       * 8-10% more CPU time with those lists lazy, and its consumer
-       * signalled three times as many pages (remote collects 214k against
-       * 68k, standard build, HAKMEM_STATS=1), probably because the producer,
-       * emptying each list at once, took every remote list as soon as it
-       * came. Walked, a list is taken up to a cache's worth at a time. */
+       * what a carve of the page before may have given. Lists that are
+       * only the remote frees just taken too: they used to be walked into
+       * the cache, each link a cache miss on a block another core had just
+       * written, one after the other (heap_take was 28% of bench_prodcons
+       * 1 10000000's samples, 5.5% of bench_sizemix's, nearly all on that
+       * load); popped one per malloc, each miss overlaps the program's own
+       * work. (Lazy at first, 0ec5b6d, such lists cost a producer 8-10%
+       * more CPU time, with three times the remote collects; measured
+       * again once remote_take had stopped walking what it takes, the
+       * collects stay as they are and the producer uses a quarter less:
+       * bench_prodcons 1 10000000, 41k collects either way.) */
       page_detach(h, p, pend);
       if (!page_has_free(p)) page_to_full(h, p);
       break;
@@ -414,7 +416,7 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
         block_set_next(p, blocks[i], b);
         b = blocks[i];
       }
-      page_free_prepended(p, b, last, false);
+      page_free_prepended(p, b, last);
       p->used -= k;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
       if (p->used == 0) page_maybe_retire(h, p);

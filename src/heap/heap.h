@@ -30,8 +30,7 @@ enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
  * read back to back. The blocks stay linked as on their page (encoded in
  * the secure build) and all lie on one page, which counts them as used;
  * heap_return_pending gives the rest back (thread exit, malloc_trim, an
- * idle class shrunk). Not a list that is only remote frees just taken
- * (hak_page_t.list_remote: heap.c, heap_take). The lists live in the heap
+ * idle class shrunk). The lists live in the heap
  * record, not in TLS: the TLS block must stay small enough for dlopen of
  * the initial-exec library (test_dlopen: "cannot allocate memory in static
  * TLS block" with them beside the bins). */

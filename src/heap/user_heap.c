@@ -420,7 +420,7 @@ bool uheap_free(void *p) {
 static void block_return(hak_heap_t *h, hak_page_t *pg, void *p) {
   unsigned cls = pg->cls;
   block_set_next(pg, p, pg->free);
-  page_free_prepended(pg, p, p, false); /* free_tail: for thread heaps that adopt pg */
+  page_free_prepended(pg, p, p); /* free_tail: for thread heaps that adopt pg */
   pg->used--;
   if (pg->state == HAK_PAGE_FULL) { /* behind the current page */
     list_remove(&h->full[cls], pg);

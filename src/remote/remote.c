@@ -137,7 +137,7 @@ unsigned remote_take(hak_page_t *page, bool keep_queued) {
    * blocks.) */
   void *tail = remote_tail(page, v);
   if (page->free) block_set_next(page, tail, page->free);
-  page_free_prepended(page, head, tail, true);
+  page_free_prepended(page, head, tail);
   page->used -= n;
   HAK_STAT_INC(HAK_EV_REMOTE_COLLECT);
   return n;

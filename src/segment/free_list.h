@@ -73,13 +73,9 @@ HAK_INLINE void *fl_next(const hak_fl_walk_t *w, const void *b) { (void)w; retur
 /* The chain first..last, whose last block's link already names pg's local
  * free list (NULL when it is empty), becomes the front of that list. Every
  * change of the list other than a pop from its head goes through here, so
- * that two facts about the list stay true for the owner (heap/heap.c):
- * pg->free_tail is its last block (a pending list goes back onto its page
- * without a walk), and pg->list_remote says it holds only remote frees
- * (`remote`: the chain is a remote list just taken), which a refill walks
- * instead of handing out lazily. */
-HAK_INLINE void page_free_prepended(hak_page_t *pg, void *first, void *last, bool remote) {
-  pg->list_remote = remote && (!pg->free || pg->list_remote);
+ * that pg->free_tail stays its last block for the owner (heap/heap.c: a
+ * pending list goes back onto its page without a walk). */
+HAK_INLINE void page_free_prepended(hak_page_t *pg, void *first, void *last) {
   if (!pg->free) pg->free_tail = last;
   pg->free = first;
 }
