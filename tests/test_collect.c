@@ -22,6 +22,13 @@
  *                own, made after main's: a refill visits a bounded number of
  *                other heaps per page it cuts, going on where it stopped, so
  *                main's heap (the oldest, last in the list) is still reached.
+ *   partial      as reuse-many, but the worker frees all of main's blocks
+ *                but every 256th, so that none of main's pages empties, and
+ *                allocates as many as it freed: its refills must take main's
+ *                pages with their freed blocks (a heap's spare pages go to a
+ *                peer about to cut a page), so RSS may rise by 30 MiB at
+ *                most (it rose by 200 MiB when the pages stayed with their
+ *                idle owner, which alone could carve them).
  *   stress       4 threads allocate, write, hand blocks to each other through
  *                a shared table and check and free what they receive, while
  *                a fifth calls hak_collect(false) and malloc_trim(0) in a
@@ -41,6 +48,7 @@
 
 #define MiB ((size_t)1024 * 1024)
 #define NBLK (200 * MiB / 64)
+#define KEEP_EVERY 256
 
 static void **g_blk;
 static const char *g_mode;
@@ -75,18 +83,24 @@ static void *worker(void *arg)
     (void)arg;
     while (atomic_load(&g_phase) < 1)
         pause_ms(1);
+    /* partial: every KEEP_EVERY-th block stays out, so main's pages keep one each */
+    size_t keep = strcmp(g_mode, "partial") == 0 ? KEEP_EVERY : 0;
     for (size_t i = 0; i < NBLK; i++)
-        free(g_blk[i]);
+        if (!keep || i % keep)
+            free(g_blk[i]);
     g_freed_at = ht_now_ms();
-    if (strncmp(g_mode, "reuse", 5) == 0) {
+    if (keep || strncmp(g_mode, "reuse", 5) == 0) {
         for (size_t i = 0; i < NBLK; i++) {
+            if (keep && i % keep == 0)
+                continue;
             g_blk[i] = malloc(ht_hide(64));
             CHECK(g_blk[i] != NULL, "malloc(64) failed");
             memset(g_blk[i], (int)(i | 2), 64);
         }
         g_reused_rss = ht_rss_bytes_raw();
         for (size_t i = 0; i < NBLK; i++)
-            free(g_blk[i]);
+            if (!keep || i % keep)
+                free(g_blk[i]);
     }
     if (strcmp(g_mode, "trim-worker") == 0)
         malloc_trim(0);
@@ -183,12 +197,13 @@ static void *idle_thread(void *arg)
 int main(int argc, char **argv)
 {
     hak_test_require_hakmem("test_collect");
-    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|reuse|reuse-many|stress");
+    CHECK(argc == 2, "usage: test_collect trim-worker|trim-main|collect|idle|reuse|reuse-many|partial|stress");
     g_mode = argv[1];
     if (strcmp(g_mode, "stress") == 0)
         return run_stress();
     int idle = strcmp(g_mode, "idle") == 0;
-    int many = strcmp(g_mode, "reuse-many") == 0;
+    int partial = strcmp(g_mode, "partial") == 0;
+    int many = partial || strcmp(g_mode, "reuse-many") == 0;
     int reuse = many || strcmp(g_mode, "reuse") == 0;
     CHECK(idle || reuse || !strcmp(g_mode, "trim-worker") || !strcmp(g_mode, "trim-main") || !strcmp(g_mode, "collect"),
           "unknown mode %s", g_mode);
@@ -227,6 +242,8 @@ int main(int argc, char **argv)
         CHECK(pthread_join(t, NULL) == 0, "pthread_join");
         for (int i = 0; many && i < IDLE_THREADS; i++)
             CHECK(pthread_join(idle_t[i], NULL) == 0, "pthread_join");
+        for (size_t i = 0; partial && i < NBLK; i += KEEP_EVERY)
+            free(g_blk[i]);
         say("test_collect: OK (%s)%s\n", g_mode, hak_test_owns ? "" : " [plain]");
         return 0;
     }

@@ -169,25 +169,75 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  * own record): the cost of a page cut does not grow with the number of
  * threads, and every heap is visited in turn. The list of every heap only
  * grows at its head and its records are never unmapped, so the cursor and
- * each all_next stay valid. */
+ * each all_next stay valid.
+ *
+ * Pages to a peer. Then, in the same pass, a page of the class the caller
+ * is about to cut, with freed blocks its owner can spare (heap.c,
+ * heap_page_give: an empty one it keeps, or one behind its current page),
+ * moves to the caller, which adopts it as an abandoned page (heap.c,
+ * heap_page_adopted). With 8-16 threads per core most heaps' owners are
+ * descheduled at any moment, and their spare pages (a few hundred KiB in
+ * each class at every cut, bench_oversub 16 200000 400) sat resident while
+ * the running threads carved fresh ones. The hand-over:
+ *   - the page leaves the owner's lists under the owner's lock, got with a
+ *     try (as a collection); a page of its pending list, which the owner
+ *     pops without that lock, is never given;
+ *   - its remote word goes from 0 to the queued bit with a CAS, as a dying
+ *     heap fences its pages (remote.c): a word that is not 0 means frees
+ *     queued on the owner's stack or a signal on its way there, and the page
+ *     stays. After the CAS every remote free into it is silent;
+ *   - the caller stores itself as owner, then takes the remote word
+ *     (heap_page_adopted): frees pushed silently in between come with it,
+ *     and the next one signals the new owner;
+ *   - blocks of the page in the old owner's caches are used, as they were;
+ *     its flush finds the new owner and sends them back remotely, as any
+ *     thread's.
+ * A caller preempted between the two steps holds a fenced page nobody else
+ * can reach (frees into it pile up silently): like an abandoned page, only
+ * until it runs again. fork: the hand-over runs inside collect_enter, as a
+ * collection; a page the caller holds between the two steps when another
+ * thread forks is lost to the child (memory only), as a taker's chain of
+ * abandoned pages (remote.c). The owner's hint (hak_heap.spare, one byte per
+ * class, set under its lock when a page may have become spare, cleared by a
+ * look under the lock that found none) spares the caller the lock of a
+ * heap with nothing to give. The walk stops at the first page given, and the caller's next cut starts at
+ * that heap: an idle owner's spare pages go one per cut, however many heaps
+ * lie between (test_collect partial, with 40 idle heaps). */
 #define PEERS_PER_CUT 16
-void heap_collect_peers(hak_heap_t *self) {
-  if (!collect_enter()) return;
+hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
+  if (!collect_enter()) return NULL;
   /* The clock is read only once a heap has frees waiting: the first pages
    * are cut during start-up too, where under a sanitizer's runtime
    * clock_gettime may not be callable yet (test_asan_preload). */
   uint32_t now = 0;
+  hak_page_t *got = NULL;
   hak_heap_t *start = self->peer_cursor ? self->peer_cursor : heap_all_first(), *h = start;
   for (unsigned k = 0; k < PEERS_PER_CUT && h; k++) {
-    if (h != self && !h->unreachable && atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
-      if (!now) now = os_now_ms() | 1;
-      collect_one(h, now, false);
+    /* A heap with neither frees waiting nor (by its hint) a page to spare
+     * is passed over without touching its lock, a line its owner writes at
+     * every refill and flush. */
+    if (h != self && !h->unreachable && h != heap_shared() &&
+        (atomic_load_explicit(&h->remote_pages, memory_order_relaxed) ||
+         atomic_load_explicit(&h->spare[cls], memory_order_relaxed)) &&
+        heap_trylock(h)) {
+      if (!h->awaiting) { /* dying: its stack holds awaited signals (heap_reap's) */
+        if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
+          if (!now) now = os_now_ms() | 1;
+          h->retire_stamp = now;
+          heap_collect_remote_held(h);
+          h->retire_stamp = 0;
+        }
+        got = heap_page_give(h, cls);
+      }
+      heap_unlock(h);
     }
+    if (got) break; /* the next cut starts at the heap that had a page to spare */
     h = h->all_next ? h->all_next : heap_all_first(); /* the end wraps to the newest */
     if (h == start) break;                            /* fewer heaps than PEERS_PER_CUT: all seen */
   }
   self->peer_cursor = h;
   collect_leave();
+  return got;
 }
 
 void collect_atfork_prepare(void) {

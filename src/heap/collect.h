@@ -17,8 +17,10 @@ enum {
 uint32_t heap_collect_idle(uint32_t now, int mode) HAK_HIDDEN;
 
 /* Collect other heaps' waiting remote frees, each only if its lock is
- * free; the caller holds self's lock (collect.c). */
-void heap_collect_peers(hak_heap_t *self) HAK_HIDDEN;
+ * free, and take a page of class cls one of them can spare (fenced, off
+ * its lists: the caller adopts it), or NULL; the caller holds self's lock
+ * (collect.c). */
+hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) HAK_HIDDEN;
 
 /* remote_push: h's remote-page stack was empty and now holds a page. */
 void collect_note_signal(hak_heap_t *h) HAK_HIDDEN;

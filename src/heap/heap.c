@@ -27,6 +27,13 @@ static void page_to_full(hak_heap_t *h, hak_page_t *p) {
   p->state = HAK_PAGE_FULL;
 }
 
+/* h->lock held: class cls may now have a page that a peer could take
+ * (heap_page_give); a hint, only ever cleared under the lock too. */
+HAK_INLINE void spare_mark(hak_heap_t *h, unsigned cls) {
+  if (!atomic_load_explicit(&h->spare[cls], memory_order_relaxed))
+    atomic_store_explicit(&h->spare[cls], 1, memory_order_relaxed);
+}
+
 /* A full page that got blocks back goes behind the current page, so the
  * current page keeps being carved while this one waits its turn. */
 static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
@@ -37,6 +44,7 @@ static void page_to_avail(hak_heap_t *h, hak_page_t *p) {
     p->next = l->head->next;
     if (p->next) p->next->prev = p; else l->tail = p;
     l->head->next = p;
+    spare_mark(h, p->cls);
   } else {
     list_push_head(l, p);
   }
@@ -105,6 +113,7 @@ static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
      * purge deadline's collector gives it back (heap_release_idle). */
     if (!h->retire_stamp && !atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed))
       purge_arm((os_now_ms() + 2 * hak_config.purge_delay_ms) | 1);
+    spare_mark(h, p->cls);
     return;
   }
   list_remove(l, p);
@@ -278,6 +287,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
   if (page_has_free(p)) {
     p->state = HAK_PAGE_AVAIL;
     list_push_tail(&h->avail[p->cls], p);
+    if (h->avail[p->cls].head != p) spare_mark(h, p->cls);
   } else {
     p->state = HAK_PAGE_FULL;
     list_push_head(&h->full[p->cls], p);
@@ -317,8 +327,12 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
     heap_page_adopted(h, p);
     if (h->avail[cls].head) return h->avail[cls].head;
   }
-  heap_collect_peers(h);
-  hak_page_t *p = page_cache_alloc(&h->pcache, class_slices(cls), cls);
+  hak_page_t *p = heap_collect_peers(h, cls);
+  if (p) {
+    heap_page_adopted(h, p);
+    if (h->avail[cls].head) return h->avail[cls].head;
+  }
+  p = page_cache_alloc(&h->pcache, class_slices(cls), cls);
   if (!p) return NULL;
   atomic_store_explicit(&p->owner, h, memory_order_release);
   p->state = HAK_PAGE_AVAIL;
@@ -436,6 +450,36 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   return remote;
 }
 
+/* Collector side, o->lock held (heap/collect.c, "Pages to a peer"): a page
+ * of class cls whose freed blocks o can spare, off o's lists and fenced
+ * (its remote word moved from 0 to the queued bit), or NULL. An empty page
+ * at any place in the list; one with blocks out only behind o's current
+ * page and not the page of o's pending list, which o's owner pops without
+ * its lock and gives back under it (heap_return_pending). At most
+ * GIVE_SCAN pages are looked at. */
+#define GIVE_SCAN 8
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls) {
+  hak_page_list_t *l = &o->avail[cls];
+  /* The last block of the class's latest pending list, maybe long gone:
+   * compared with each page's range, never read (its segment may be gone). */
+  const uint8_t *pend = o->pend_tail[cls];
+  unsigned seen = 0;
+  if (!atomic_load_explicit(&o->spare[cls], memory_order_relaxed)) return NULL;
+  for (hak_page_t *p = l->head; p; p = p->next) {
+    if (seen++ == GIVE_SCAN) return NULL; /* more may lie further: the hint stays */
+    if (p->used != 0 && (p == l->head || !p->free || (pend >= p->start && pend < p->end))) continue;
+    uintptr_t idle = 0;
+    if (!atomic_compare_exchange_strong_explicit(&p->remote, &idle, HAK_REMOTE_QUEUED, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+      continue; /* frees on their way to o, or o's signal */
+    page_unkeep(o, p);
+    list_remove(l, p);
+    return p;
+  }
+  atomic_store_explicit(&o->spare[cls], 0, memory_order_relaxed);
+  return NULL;
+}
+
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {
   bool idle = h->activity == h->activity_seen, kept = false;
   h->activity_seen = h->activity;
@@ -469,8 +513,12 @@ size_t heap_thread_kept_bytes(void) {
 
 bool heap_block_on_page(hak_heap_t *h, void *p) {
   hak_page_t *pg = page_of(p);
-  if (!h || atomic_load_explicit(&pg->owner, memory_order_relaxed) != h) return false;
-  for (void *b = pg->free; b; b = block_next(pg, b))
-    if (b == p) return true;
-  return false;
+  if (!h) return false;
+  /* Under h->lock: a peer may take the page meanwhile (heap_page_give). */
+  bool found = false;
+  heap_lock(h);
+  if (atomic_load_explicit(&pg->owner, memory_order_relaxed) == h)
+    for (void *b = pg->free; b && !found; b = block_next(pg, b)) found = b == p;
+  heap_unlock(h);
+  return found;
 }

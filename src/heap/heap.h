@@ -129,6 +129,10 @@ struct hak_heap {
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
+  /* Written under lock, read without it as a hint by peers about to cut a
+   * page (heap/collect.c, "Pages to a peer"): 1 when the class may have a
+   * page to spare, 0 after a look under the lock found none. */
+  _Atomic(uint8_t) spare[HAK_NCLASSES];
   /* First-class heaps (heap/user_heap.c): HAK_UHEAP_*, 0 for thread heaps
    * and the shared heap; their large blocks, linked through page next/prev. */
   _Atomic(uint8_t) user_state;
@@ -218,6 +222,9 @@ bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
  * has neither refilled nor flushed since the previous pass. True if such
  * pages were left because the owner was active: look again later. */
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) HAK_HIDDEN;
+/* Collector side, o->lock held: a page of class cls with free blocks that
+ * o can spare, off o's lists and fenced for adoption, or NULL. */
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls) HAK_HIDDEN;
 /* Bytes of empty pages on the calling thread's page lists (tests). */
 size_t heap_thread_kept_bytes(void) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
