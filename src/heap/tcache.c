@@ -36,13 +36,20 @@
  *   alone, used to count as in use until its next cold event, however late.
  *   The classes are kept in order of their last use (a list, so make_room
  *   reads only the oldest ones, not all 96).
- * - The learner (hak_config.tcache_learn, off by default: no suite-wide win
- *   in A/B runs): every HAK_LEARN_PERIOD cold events
- *   of the thread, from per-class counters (refills, flushes, remote
- *   collects), it doubles the caps of classes that refilled or flushed often
- *   in the period, and halves those of classes idle for two periods in a row
- *   (down to their starting size), giving their room back to the budget. The
- *   caps it leaves are the thread's snapshot; HAKMEM_STATS=1 reports them.
+ * - The periodic step: every HAK_LEARN_PERIOD cold events of the thread,
+ *   from per-class counters (refills, flushes, remote collects), it halves
+ *   the caps of classes idle for two periods in a row (down to their
+ *   starting size), sending their blocks beyond the new cap back and giving
+ *   their room back to the budget (the trim). With the learner on
+ *   (hak_config.tcache_learn, off by default: no suite-wide win in A/B
+ *   runs) it also doubles the caps of classes that refilled or flushed often
+ *   in the period. The trim used to run only with the learner, and make_room
+ *   shrinks only when a class wants room past the budget: a thread that
+ *   stopped using some classes but never reached its budget kept their
+ *   blocks for as long as it ran, up to the whole budget (27 MiB of 64-256
+ *   KiB blocks at 32 MiB: test_tcache's big_then_small; trim on, 4.5 KiB;
+ *   bench_sizemix's refills and flushes unchanged). The caps it leaves are
+ *   the thread's snapshot; HAKMEM_STATS=1 reports them.
  *
  * - Drain (thread.c): a class the thread only frees others' blocks of
  *   heads for HAK_DRAIN_BYTES' worth (tcache_drain_event) and is flushed
@@ -257,7 +264,9 @@ static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
   HAK_STAT_MAX(hak_cap_max[c], want);
 }
 
-static void learner_step(hak_tls_t *t) {
+/* Every HAK_LEARN_PERIOD cold events, learner or not: classes untouched for
+ * two periods halve (the trim); with the learner, hot classes also double. */
+static void learner_step(hak_tls_t *t, bool learn) {
   hak_heap_t *h = t->heap;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     unsigned events = (unsigned)h->refills[c] + h->flushes[c];
@@ -267,7 +276,7 @@ static void learner_step(hak_tls_t *t) {
       if (h->idle_steps[c] >= 2 && cap > start) class_shrink_idle(t, c, cap / 2 > start ? cap / 2 : start);
     } else {
       h->idle_steps[c] = 0;
-      if (events >= HAK_LEARN_HOT) class_grow(t, c, UINT32_MAX);
+      if (learn && events >= HAK_LEARN_HOT) class_grow(t, c, UINT32_MAX);
     }
     h->refills[c] = h->flushes[c] = h->collects[c] = 0;
     tcache_seen(t, c);
@@ -288,9 +297,9 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   if (b->cap > max) class_shrink(t, c, max);
   if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, b->cap / 2);
   if (++h->heat[c] >= HAK_GROW_EVENTS) class_grow(t, c, UINT32_MAX);
-  if (__atomic_load_n(&hak_config.tcache_learn, __ATOMIC_RELAXED) && h->tick >= h->next_step) {
+  if (h->tick >= h->next_step) {
     h->next_step = h->tick + HAK_LEARN_PERIOD;
-    learner_step(t);
+    learner_step(t, __atomic_load_n(&hak_config.tcache_learn, __ATOMIC_RELAXED));
   }
 }
 

@@ -58,7 +58,7 @@ static const option_def_t options[] = {
   {"HAKMEM_TCACHE_BUDGET", OPT_SIZE, true, {MiB(32), MiB(2), KiB(256)}, 0, (long long)1 << 30, "bytes", NULL, FIELD(tcache_budget),
    "bytes all class caches of one thread hold together, at most (lowered at run time, caches shrink at their next refill or flush)"},
   {"HAKMEM_TCACHE_LEARN", OPT_FLAG, true, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(tcache_learn),
-   "1: a periodic step on each thread's cold path grows the caches of classes that refill often and shrinks those it stopped using"},
+   "1: the periodic step on each thread's cold path, which always shrinks the caches of classes the thread stopped using, also grows those of classes that refill often"},
   {"HAKMEM_SEGMENT_CACHE", OPT_COUNT, true, {16, 8, 0}, 0, 1024, "segments", NULL, FIELD(segment_cache),
    "empty 2 MiB segments kept mapped for reuse (their memory is still purged on the dirty policy)"},
   {"HAKMEM_DIRTY_MAX", OPT_SIZE, true, {MiB(8), MiB(4), MiB(1)}, 0, (long long)1 << 40, "bytes", NULL, FIELD(dirty_max),
