@@ -159,7 +159,10 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
 /* A refill about to cut a new page: first the remote frees that wait in
  * other heaps, for an owner that is not running (preempted, blocked on a
  * queue), so that the pages they empty go back to their segments and the
- * new page is cut from that warm memory rather than from untouched slices.
+ * new page is cut from that warm memory rather than from untouched slices;
+ * an emptied page of several slices goes to the stash instead
+ * (large/page_stash.c), where the caller, or any thread, takes it for its
+ * class with its block boundaries (h->retire_stash, heap.c).
  * On two cores, bench_xmalloc's producers took turns being descheduled
  * with their consumed batches uncollected, and the running one cut fresh
  * slices for its next ones (see collect_one). Each heap only with a try of
@@ -224,8 +227,10 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
         if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
           if (!now) now = os_now_ms() | 1;
           h->retire_stamp = now;
+          h->retire_stash = true; /* emptied pages of several slices: to the stash (heap.c) */
           heap_collect_remote_held(h);
           h->retire_stamp = 0;
+          h->retire_stash = false;
         }
         got = heap_page_give(h, cls);
       }

@@ -127,6 +127,7 @@ struct hak_heap {
   uint32_t    activity;                 /* under lock: refills and flushes, counted */
   uint32_t    activity_seen;            /* under lock: `activity` at the last collector pass */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
+  bool        retire_stash;             /* under lock: the collector is a refill (heap_collect_peers) */
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
   /* Written under lock, read without it as a hint by peers about to cut a

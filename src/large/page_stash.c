@@ -1,25 +1,45 @@
-/* page_stash.c — freed large pages (blocks of 33 KiB..960 KiB, a run of
- * slices in a segment) kept for reuse without the segment lock.
+/* page_stash.c — empty pages kept for reuse without a segment lock, by
+ * their geometry: freed large pages (blocks above 256 KiB up to 960 KiB, a
+ * run of slices in a segment), and pages of the classes whose pages span
+ * several slices (blocks above 8 KiB) that a refill's collector emptied.
  *
  * Why: the page caches below (segment/page_cache.c) hold a few slices per
- * thread and 8 in the exchange, sized for class pages; a large page of up to
- * 15 slices overflows both and went back to its segment under the
- * process-wide segment lock, and the next large malloc cut one under it
- * again: one acquisition per large block (large_mt: ~190,000 per million
- * operations). The stash keeps up to HAKMEM_DIRTY_MAX bytes of such pages
- * (free but resident memory, which is what that budget bounds).
+ * thread and 8 in the exchange, sized for one-slice class pages; a page of
+ * up to 16 slices overflows both and went back to its segment under the
+ * process-wide segment lock, and the next malloc of its kind cut one under
+ * it again: one acquisition per large block (large_mt: ~190,000 per million
+ * operations). And a page cut again there rarely has the geometry of the
+ * one it replaces: its slices come back as another class or another size,
+ * whose block boundaries (and a large block's end) fall on OS pages the old
+ * ones did not touch, so each reuse faults in new memory. bench_sizemix
+ * (4 threads, a fifth of the frees handed to the next thread) swings between
+ * 20 and 170 live large blocks as threads are descheduled with their
+ * mailboxes full: a stash bounded at 8 MiB missed 13% of the takes, cut
+ * 4,500 large pages and 3,500 pages of 32-64 KiB blocks per 1.5M-iteration
+ * run, and the last byte of the large blocks faulted on ~15,000 takes (a
+ * page faults less the more often it is reused: 73% of first reuses, 12%
+ * past the 64th). The stash keeps up to four dirty budgets
+ * (HAKMEM_DIRTY_MAX), or the budget as the segments adapt it (purge.c) if
+ * that is more, of large pages, and one budget of class pages: free but
+ * resident memory, each page given back to its segment once unused for the
+ * purge delay, so what it holds beyond the budget is transient.
  *
- * The protocol: as the huge cache (huge_cache.c), SLOTS atomic words, 0 or
- * an entry: the page record's address | its slice count << 56 (user
- * addresses fit in 56 bits on x86_64 and aarch64; a record that does not
- * is never stashed). The entry describes the page completely.
- *   - put (free): the page is detached from the slice map first (a stale
- *     free of its block is reported, as for any free slice), then published
- *     with a CAS 0 -> entry (release) in an empty word; none empty, it goes
- *     to the page caches as before.
- *   - take (malloc of n slices): the smallest entry of n..n+n/4 slices,
- *     claimed with a CAS entry -> 0 (acquire); the winner re-initialises
- *     the page. A loser rescans a few times, then takes the usual path.
+ * The protocol: two tables (large pages, class pages) of SLOTS atomic words,
+ * 0 or an entry: the page record's address | its key << 56 (user addresses
+ * fit in 56 bits on x86_64 and aarch64; a record that does not is never
+ * stashed): a large page's slice count, a class page's class. The entry and
+ * the record it points to describe the page completely; the record is the
+ * claimer's alone.
+ *   - put (a large block freed; a class page emptied and retired by the
+ *     collector of a refill about to cut a page, heap/heap.c): the page is detached from the
+ *     slice map first (a stale free of its block is reported, as for any
+ *     free slice), then published with a CAS 0 -> entry (release) in an empty
+ *     word; none empty, it goes to the page caches or its segment as before.
+ *   - take (malloc of n slices; a refill of a class about to cut a page): a
+ *     large one takes the smallest entry of n..n+n/4 slices, a class one an
+ *     entry of its class, claimed with a CAS entry -> 0 (acquire); the
+ *     winner re-initialises the page. A loser rescans a few times, then
+ *     takes the usual path.
  *   - over budget (put), purge deadline, trim: entries are claimed the same
  *     way (oldest first by their stamp, a hint only) and given back to their
  *     segments in one batch, one acquisition of the segment lock per batch.
@@ -29,136 +49,156 @@
  *   (others miss it and cut a page from a segment); after fork every word is
  *   consistent (a page claimed by another thread at that moment is lost to
  *   the child: memory only); nothing is per thread, so thread exit does
- *   nothing. */
+ *   nothing (a class page is stashed only once no block of it is out, in any
+ *   cache or on the way back: page_maybe_retire's condition). */
 #include "large/page_stash.h"
 #include "os/os.h"
 #include "policy/config.h"
 #include "policy/purger.h"
 #include "segment/segment.h"
+#include "segment/shard.h"
 
-#define SLOTS 32
+#define SLOTS 128 /* per table */
 #define N_SHIFT 56
 
-static _Atomic(uintptr_t) slot[SLOTS];
-static _Atomic(uint32_t) stamp[SLOTS];
-static _Atomic(size_t) stashed_bytes;
+enum { T_LARGE, T_CLASS, TABLES };
+
+static _Atomic(uintptr_t) slot[TABLES][SLOTS];
+static _Atomic(uint32_t) stamp[TABLES][SLOTS];
+static _Atomic(size_t) stashed_bytes[TABLES];
 
 HAK_INLINE hak_page_t *w_page(uintptr_t w) { return (hak_page_t *)(w & (((uintptr_t)1 << N_SHIFT) - 1)); }
-HAK_INLINE unsigned w_slices(uintptr_t w) { return (unsigned)(w >> N_SHIFT); }
-HAK_INLINE size_t w_bytes(uintptr_t w) { return (size_t)w_slices(w) << HAK_SLICE_SHIFT; }
+HAK_INLINE unsigned w_key(uintptr_t w) { return (unsigned)(w >> N_SHIFT); }
+/* Read once the entry is claimed (the record is then the claimer's). */
+HAK_INLINE size_t pg_bytes(const hak_page_t *pg) { return (size_t)pg->slice_count << HAK_SLICE_SHIFT; }
 
-size_t page_stash_bytes(void) { return atomic_load_explicit(&stashed_bytes, memory_order_relaxed); }
+size_t page_stash_bytes(void) {
+  return atomic_load_explicit(&stashed_bytes[T_LARGE], memory_order_relaxed) +
+         atomic_load_explicit(&stashed_bytes[T_CLASS], memory_order_relaxed);
+}
 
-hak_page_t *page_stash_take(unsigned n) {
-  if (!atomic_load_explicit(&stashed_bytes, memory_order_relaxed)) return NULL;
-  unsigned most = n + n / 4;
+/* Table t's bound: class pages, the dirty budget; large pages, the dirty
+ * budget as the segments adapt it (segment/purge.c), at least LARGE_BUDGETS
+ * budgets. */
+#define LARGE_BUDGETS 4
+static size_t stash_max(unsigned t) {
+  if (t == T_CLASS) return hak_config.dirty_max;
+  size_t b = hak_config.dirty_max << atomic_load_explicit(&hak_seg_books.budget_shift, memory_order_relaxed);
+  return t == T_LARGE && b < hak_config.dirty_max * LARGE_BUDGETS ? hak_config.dirty_max * LARGE_BUDGETS : b;
+}
+
+/* Claim the best entry of table t for key k (large: the smallest of
+ * k..k+k/4 slices; class: class k). */
+static hak_page_t *take(unsigned t, unsigned k, unsigned cls) {
+  if (!atomic_load_explicit(&stashed_bytes[t], memory_order_relaxed)) return NULL;
+  unsigned most = t == T_LARGE ? k + k / 4 : k;
   for (int tries = 0; tries < 4; tries++) {
     int best = -1;
     uintptr_t bw = 0;
     for (int i = 0; i < SLOTS; i++) {
-      uintptr_t w = atomic_load_explicit(&slot[i], memory_order_relaxed);
-      unsigned k = w_slices(w);
-      if (!w || k < n || k > most || (best >= 0 && k >= w_slices(bw))) continue;
+      uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
+      unsigned n = w_key(w);
+      if (!w || n < k || n > most || (best >= 0 && n >= w_key(bw))) continue;
       best = i;
       bw = w;
-      if (k == n) break;
+      if (n == k) break;
     }
     if (best < 0) return NULL;
-    if (atomic_compare_exchange_strong_explicit(&slot[best], &bw, 0, memory_order_acquire, memory_order_relaxed)) {
-      atomic_fetch_sub_explicit(&stashed_bytes, w_bytes(bw), memory_order_relaxed);
+    if (atomic_compare_exchange_strong_explicit(&slot[t][best], &bw, 0, memory_order_acquire, memory_order_relaxed)) {
       hak_page_t *pg = w_page(bw);
-      segment_page_reinit(pg, HAK_CLASS_NONE);
+      atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(pg), memory_order_relaxed);
+      segment_page_reinit(pg, cls);
       return pg;
     }
   }
   return NULL;
 }
 
-/* Claim entries and give them back to their segments: by_age, those
- * stamped at least min_age ago (one by one: cold); else the oldest until the
- * stash holds at most `keep` bytes (in one batch). Returns when the next
- * entry is due (0: none). */
-static uint32_t drain(uint32_t now, uint32_t min_age, size_t keep, bool by_age, bool *any) {
-  hak_page_t *list = NULL;
+hak_page_t *page_stash_take(unsigned n) { return take(T_LARGE, n, HAK_CLASS_NONE); }
+hak_page_t *page_stash_take_class(unsigned cls) { return take(T_CLASS, cls, cls); }
+
+/* Claim the entries stamped at least min_age ago and give them back to their
+ * segments, one by one (cold). Returns when the next entry is due (0: none). */
+static uint32_t drain_aged(uint32_t now, uint32_t min_age, bool *any) {
   uint32_t delay = hak_config.purge_delay_ms, youngest_left = UINT32_MAX;
-  if (by_age) {
+  for (int t = 0; t < TABLES; t++)
     for (int i = 0; i < SLOTS; i++) {
-      uintptr_t w = atomic_load_explicit(&slot[i], memory_order_relaxed);
+      uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
       if (!w) continue;
-      uint32_t age = now - atomic_load_explicit(&stamp[i], memory_order_relaxed);
+      uint32_t age = now - atomic_load_explicit(&stamp[t][i], memory_order_relaxed);
       if (age < min_age) {
         if (delay - age < youngest_left) youngest_left = delay - age;
         continue;
       }
-      if (!atomic_compare_exchange_strong_explicit(&slot[i], &w, 0, memory_order_acquire, memory_order_relaxed))
+      if (!atomic_compare_exchange_strong_explicit(&slot[t][i], &w, 0, memory_order_acquire, memory_order_relaxed))
         continue;
-      atomic_fetch_sub_explicit(&stashed_bytes, w_bytes(w), memory_order_relaxed);
+      atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(w)), memory_order_relaxed);
       /* Stamped with when it was freed, so its segment purges it at its
        * next sweep rather than a delay later. */
       segment_page_free_at(w_page(w), now - age);
       if (any) *any = true;
     }
-  } else {
-    for (int n = 0; n < SLOTS && atomic_load_explicit(&stashed_bytes, memory_order_relaxed) > keep; n++) {
-      int o = -1;
-      uintptr_t ow = 0;
-      uint32_t oage = 0;
-      for (int i = 0; i < SLOTS; i++) {
-        uintptr_t w = atomic_load_explicit(&slot[i], memory_order_relaxed);
-        uint32_t age = now - atomic_load_explicit(&stamp[i], memory_order_relaxed);
-        if (w && (o < 0 || age > oage)) {
-          o = i;
-          ow = w;
-          oage = age;
-        }
-      }
-      if (o < 0) break;
-      if (!atomic_compare_exchange_strong_explicit(&slot[o], &ow, 0, memory_order_acquire, memory_order_relaxed))
-        continue;
-      atomic_fetch_sub_explicit(&stashed_bytes, w_bytes(ow), memory_order_relaxed);
-      w_page(ow)->next = list;
-      list = w_page(ow);
-    }
-  }
-  if (list) {
-    segment_pages_free(0, list); /* shard 0 holds no segment: every page goes to its shard's returned stack */
-    if (any) *any = true;
-  }
   return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
 }
 
+/* Claim table t's oldest entries until it holds at most `keep` bytes and
+ * give them back to their segments in one batch. */
+static void drain_over(unsigned t, uint32_t now, size_t keep) {
+  hak_page_t *list = NULL;
+  for (int n = 0; n < SLOTS && atomic_load_explicit(&stashed_bytes[t], memory_order_relaxed) > keep; n++) {
+    int o = -1;
+    uintptr_t ow = 0;
+    uint32_t oage = 0;
+    for (int i = 0; i < SLOTS; i++) {
+      uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
+      uint32_t age = now - atomic_load_explicit(&stamp[t][i], memory_order_relaxed);
+      if (w && (o < 0 || age > oage)) {
+        o = i;
+        ow = w;
+        oage = age;
+      }
+    }
+    if (o < 0) break;
+    if (!atomic_compare_exchange_strong_explicit(&slot[t][o], &ow, 0, memory_order_acquire, memory_order_relaxed))
+      continue;
+    atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(ow)), memory_order_relaxed);
+    w_page(ow)->next = list;
+    list = w_page(ow);
+  }
+  if (list) segment_pages_free(0, list); /* shard 0 holds no segment: every page goes to its shard's returned stack */
+}
+
 bool page_stash_put(hak_page_t *pg) {
-  size_t most = hak_config.dirty_max, bytes = (size_t)pg->slice_count << HAK_SLICE_SHIFT;
+  unsigned t = pg->cls == HAK_CLASS_NONE ? T_LARGE : T_CLASS;
+  size_t most = stash_max(t), bytes = pg_bytes(pg);
   if (bytes > most / 2 || ((uintptr_t)pg >> N_SHIFT) != 0) return false;
+  uintptr_t w = (uintptr_t)pg | (uintptr_t)(t == T_LARGE ? pg->slice_count : pg->cls) << N_SHIFT;
   pg->known_zero = 0; /* it was used */
   segment_page_detach(pg);
-  uintptr_t w = (uintptr_t)pg | (uintptr_t)pg->slice_count << N_SHIFT;
   uint32_t now = os_now_ms();
   int from = (int)(((uintptr_t)pg >> 7) % SLOTS);
   /* Counted before it can be taken, so the count never runs below zero. */
-  size_t total = atomic_fetch_add_explicit(&stashed_bytes, bytes, memory_order_relaxed) + bytes;
+  size_t total = atomic_fetch_add_explicit(&stashed_bytes[t], bytes, memory_order_relaxed) + bytes;
   for (int k = 0; k < SLOTS; k++) {
     int i = (from + k) % SLOTS;
     uintptr_t empty = 0;
-    if (!atomic_load_explicit(&slot[i], memory_order_relaxed) &&
-        atomic_compare_exchange_strong_explicit(&slot[i], &empty, w, memory_order_release, memory_order_relaxed)) {
-      atomic_store_explicit(&stamp[i], now, memory_order_relaxed);
+    if (!atomic_load_explicit(&slot[t][i], memory_order_relaxed) &&
+        atomic_compare_exchange_strong_explicit(&slot[t][i], &empty, w, memory_order_release, memory_order_relaxed)) {
+      atomic_store_explicit(&stamp[t][i], now, memory_order_relaxed);
       /* Resident until reused or given back: due after the purge delay. */
       purge_arm((now + hak_config.purge_delay_ms) | 1);
-      if (total > most) drain(now, 0, most - most / 4, false, NULL); /* oldest out, a quarter at once */
+      if (total > most) drain_over(t, now, most - most / 4); /* oldest out, a quarter at once */
       return true;
     }
   }
-  atomic_fetch_sub_explicit(&stashed_bytes, bytes, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&stashed_bytes[t], bytes, memory_order_relaxed);
   return false; /* full: the caller frees it the usual way (detached already: harmless) */
 }
 
-uint32_t page_stash_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
-  return drain(now, min_age, 0, true, any);
-}
+uint32_t page_stash_purge_aged(uint32_t now, uint32_t min_age, bool *any) { return drain_aged(now, min_age, any); }
 
 bool page_stash_trim(void) {
   bool any = false;
-  drain(os_now_ms(), 0, 0, true, &any);
+  drain_aged(os_now_ms(), 0, &any);
   return any;
 }

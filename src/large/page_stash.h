@@ -1,6 +1,7 @@
-/* page_stash.h — freed large pages (33 KiB..960 KiB blocks in segments)
- * kept for reuse without the segment lock: lock-free slots, at most
- * HAKMEM_DIRTY_MAX bytes (protocol in page_stash.c). */
+/* page_stash.h — freed large pages (blocks above 256 KiB in segments) and
+ * emptied pages of the multi-slice classes (blocks above 8 KiB), kept for
+ * reuse with their geometry and without the segment lock: lock-free slots,
+ * at most the dirty budget's bytes (protocol in page_stash.c). */
 #ifndef HAK_PAGE_STASH_H
 #define HAK_PAGE_STASH_H
 
@@ -9,8 +10,12 @@
 /* A stashed page of n..n+n/4 slices, re-initialised for a large block, now
  * the caller's; NULL if none. */
 hak_page_t *page_stash_take(unsigned n) HAK_HIDDEN;
-/* Keep a large page whose block was freed; false if the stash is full or the
- * page too big for it (the caller frees it the usual way). */
+/* A stashed page of class cls (one of several slices), re-initialised,
+ * now the caller's; NULL if none. */
+hak_page_t *page_stash_take_class(unsigned cls) HAK_HIDDEN;
+/* Keep a large page whose block was freed, or an empty class page no block
+ * of which is out; false if the stash is full or the page too big for it
+ * (the caller frees it the usual way). */
 bool page_stash_put(hak_page_t *pg) HAK_HIDDEN;
 /* Give back to their segments the pages stashed min_age ms ago or more;
  * returns when the next is due, 0 if none. */
