@@ -311,7 +311,11 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
 }
 
 void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
-  if (h->collects[p->cls] < UINT16_MAX) h->collects[p->cls]++;
+  /* A collector counts into another thread's heap while that owner reads
+   * and resets the counter without the lock (tcache.c, learner_step): relaxed
+   * atomics, and an increment lost to a reset only delays a heuristic. */
+  uint16_t n = __atomic_load_n(&h->collects[p->cls], __ATOMIC_RELAXED);
+  if (n < UINT16_MAX) __atomic_store_n(&h->collects[p->cls], (uint16_t)(n + 1), __ATOMIC_RELAXED);
   remote_take(p, false);
   if (p->state == HAK_PAGE_FULL && page_has_free(p)) page_to_avail(h, p);
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);

@@ -171,7 +171,8 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
     b->cap = start < max ? start : max;
     h->cap_bytes += (size_t)b->cap * hak_class_size[c];
     h->last_use[c] = 0;
-    h->refills[c] = h->flushes[c] = h->collects[c] = 0;
+    h->refills[c] = h->flushes[c] = 0;
+    __atomic_store_n(&h->collects[c], 0, __ATOMIC_RELAXED);
     h->heat[c] = 0;
     h->idle_steps[c] = 0;
     h->seen_count[c] = 0;
@@ -270,7 +271,8 @@ static void learner_step(hak_tls_t *t, bool learn) {
   hak_heap_t *h = t->heap;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     unsigned events = (unsigned)h->refills[c] + h->flushes[c];
-    if (events + h->collects[c] == 0 && class_untouched(t, c)) {
+    unsigned collects = __atomic_load_n(&h->collects[c], __ATOMIC_RELAXED); /* a collector's (heap.c) */
+    if (events + collects == 0 && class_untouched(t, c)) {
       if (h->idle_steps[c] < 255) h->idle_steps[c]++;
       uint32_t cap = bin_of(t, c)->cap, start = hak_config.tcache_start[c];
       if (h->idle_steps[c] >= 2 && cap > start) class_shrink_idle(t, c, cap / 2 > start ? cap / 2 : start);
@@ -278,7 +280,8 @@ static void learner_step(hak_tls_t *t, bool learn) {
       h->idle_steps[c] = 0;
       if (learn && events >= HAK_LEARN_HOT) class_grow(t, c, UINT32_MAX);
     }
-    h->refills[c] = h->flushes[c] = h->collects[c] = 0;
+    h->refills[c] = h->flushes[c] = 0;
+    __atomic_store_n(&h->collects[c], 0, __ATOMIC_RELAXED);
     tcache_seen(t, c);
   }
   tcache_publish(t);
