@@ -156,12 +156,17 @@ static void push_chain(unsigned c, hak_page_t *first, hak_page_t *last) {
 }
 
 void abandon_page(hak_page_t *page) {
+  /* The class is read before the page is published: once on_abandoned is
+   * set, a thread freeing into the page may adopt it, empty it and retire
+   * it, and a page cut there writes the record (page_init) while this
+   * thread would still be reading it (make test-tsan, test_hak_threads). */
+  unsigned cls = page->cls;
   page->state = HAK_PAGE_ABANDONED;
   atomic_store_explicit(&page->owner, NULL, memory_order_release);
   atomic_store(&page->on_abandoned, 1);
   /* One entry per record at most: if one is still there (stale, or held by
    * a taker that has not yet cleared its flag), it will find the page. */
-  if (!atomic_exchange(&page->alisted, 1)) push_chain(page->cls, page, page);
+  if (!atomic_exchange(&page->alisted, 1)) push_chain(cls, page, page);
   HAK_STAT_INC(HAK_EV_ABANDON);
 }
 
