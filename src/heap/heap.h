@@ -185,6 +185,15 @@ HAK_INLINE void busy_end(hak_heap_t *h) { atomic_store_explicit(&h->busy, 0, mem
 
 /* A heap's page lists (avail, full, user_large): doubly linked through the
  * pages' next/prev (heap.c, heap_exit.c, user_heap.c). */
+/* Every page on h's class lists, class by class, avail before full, with
+ * `list` the list it is on. p's successor is read before the body runs, so
+ * the body may unlink, release or move p (and `continue` goes on to it). */
+#define HEAP_FOR_EACH_PAGE(h, list, p)                                                                        \
+  for (unsigned list##_i = 0; list##_i < 2u * HAK_NCLASSES; list##_i++)                                       \
+    for (hak_page_list_t *list = (list##_i & 1) ? &(h)->full[list##_i >> 1] : &(h)->avail[list##_i >> 1]; list; \
+         list = NULL)                                                                                          \
+      for (hak_page_t *p = list->head, *p##_next; p && (p##_next = p->next, true); p = p##_next)
+
 static inline void list_push_head(hak_page_list_t *l, hak_page_t *p) {
   p->prev = NULL;
   p->next = l->head;

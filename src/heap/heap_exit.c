@@ -52,18 +52,8 @@ static void release_arrived(hak_heap_t *h) {
 
 static void release_all(hak_heap_t *h) {
   atomic_store_explicit(&h->remote_pages, NULL, memory_order_relaxed);
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
-    for (int k = 0; k < 2; k++) {
-      hak_page_t *p = lists[k]->head;
-      while (p) {
-        hak_page_t *next = p->next;
-        page_release(p);
-        p = next;
-      }
-      lists[k]->head = lists[k]->tail = NULL;
-    }
-  }
+  HEAP_FOR_EACH_PAGE(h, list, p) page_release(p);
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) h->avail[c] = h->full[c] = (hak_page_list_t){0};
   h->awaiting = 0;
   /* Only after fork can a heap still hold a page cache here, and its thread
    * (gone) may have been changing it outside any busy mark (large blocks):
@@ -81,20 +71,12 @@ bool heap_destroy(hak_heap_t *h) {
    * signal is popped, so the sender, who reads page->owner only after
    * setting the bit, still finds this heap. */
   h->awaiting = 0;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
-    for (int k = 0; k < 2; k++) {
-      hak_page_t *p = lists[k]->head;
-      while (p) {
-        hak_page_t *next = p->next;
-        if (remote_fence(p)) {
-          h->awaiting++;
-        } else {
-          list_remove(lists[k], p);
-          page_release(p);
-        }
-        p = next;
-      }
+  HEAP_FOR_EACH_PAGE(h, list, p) {
+    if (remote_fence(p)) {
+      h->awaiting++;
+    } else {
+      list_remove(list, p);
+      page_release(p);
     }
   }
   /* Bounded: a sender preempted between its two steps may take long, and one
@@ -129,15 +111,6 @@ void heap_repair_after_fork(hak_heap_t *h) {
   heap_collect_remote_held(h);
   /* A page still queued now was never pushed: its sender was another thread,
    * caught between its two steps, and does not exist in this process. */
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
-    for (int k = 0; k < 2; k++) {
-      hak_page_t *p = lists[k]->head;
-      while (p) {
-        hak_page_t *next = p->next; /* collecting may move or retire p */
-        if (atomic_load_explicit(&p->remote, memory_order_relaxed) & HAK_REMOTE_QUEUED) heap_page_collect(h, p);
-        p = next;
-      }
-    }
-  }
+  HEAP_FOR_EACH_PAGE(h, list, p) /* collecting may move or retire p */
+    if (atomic_load_explicit(&p->remote, memory_order_relaxed) & HAK_REMOTE_QUEUED) heap_page_collect(h, p);
 }

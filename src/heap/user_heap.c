@@ -487,16 +487,11 @@ bool uheap_destroy(hak_heap_t *h) {
   cache_clear(h, false);
   hak_page_t *chain = NULL;
   size_t slices = 0;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
-    for (int k = 0; k < 2; k++)
-      for (hak_page_t *pg = lists[k]->head, *next; pg; pg = next) {
-        next = pg->next;
-        HAK_CSTAT_ADD(c, HAK_CS_RETURNED, pg->used);
-        pg->next = chain;
-        chain = pg;
-        slices += pg->slice_count;
-      }
+  HEAP_FOR_EACH_PAGE(h, list, pg) {
+    HAK_CSTAT_ADD(pg->cls, HAK_CS_RETURNED, pg->used);
+    pg->next = chain;
+    chain = pg;
+    slices += pg->slice_count;
   }
   for (hak_page_t *pg = h->user_large.head, *next; pg; pg = next) {
     next = pg->next;
@@ -523,24 +518,19 @@ bool uheap_delete(hak_heap_t *h) {
   heap_lock(h);
   cache_clear(h, true);
   hak_page_t *empty = NULL;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_page_list_t *lists[2] = {&h->avail[c], &h->full[c]};
-    for (int k = 0; k < 2; k++)
-      for (hak_page_t *pg = lists[k]->head, *next; pg; pg = next) {
-        next = pg->next;
-        pg->next = pg->prev = NULL;
-        if (pg->used == 0) {
-          pg->next = empty;
-          empty = pg;
-          continue;
-        }
-        /* Fenced first: a block freed through a thread's cache from the
-         * moment the entry below is the class's may reach the page as a
-         * remote free, which then piles up silently for the adopter. */
-        remote_fence(pg);
-        slice_map_set(page_base(pg), pg->slice_count, pg->cls + 1u);
-        abandon_page(pg);
-      }
+  HEAP_FOR_EACH_PAGE(h, list, pg) {
+    pg->next = pg->prev = NULL;
+    if (pg->used == 0) {
+      pg->next = empty;
+      empty = pg;
+      continue;
+    }
+    /* Fenced first: a block freed through a thread's cache from the
+     * moment the entry below is the class's may reach the page as a
+     * remote free, which then piles up silently for the adopter. */
+    remote_fence(pg);
+    slice_map_set(page_base(pg), pg->slice_count, pg->cls + 1u);
+    abandon_page(pg);
   }
   /* Large blocks become ordinary large blocks. */
   for (hak_page_t *pg = h->user_large.head, *next; pg; pg = next) {
