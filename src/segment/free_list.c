@@ -10,7 +10,7 @@
 
 uintptr_t hak_list_secret;
 
-/* segment_map, under its shard's lock only: two shards may map their first
+/* segment_map, with no lock held: two threads may map their first
  * segments at once, so the secret is set once with a CAS (the loser takes
  * the winner's), before the first segment holds a block. */
 void free_list_keys_init(hak_segment_t *s) {

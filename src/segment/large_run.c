@@ -75,7 +75,7 @@ static bool run_grow(hak_page_t *pg, unsigned n) {
     seg_run_claim_locked(sh, s, first + old, n - old);
     for (unsigned i = first + old; i < first + n; i++) s->slice_page[i] = pg;
   }
-  hak_unlock(&sh->lock);
+  shard_unlock(sh);
   if (!ok) return false;
   pg->slice_count = (uint8_t)n;
   pg->end = (uint8_t *)s + ((size_t)(first + n) << HAK_SLICE_SHIFT);

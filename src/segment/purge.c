@@ -107,7 +107,7 @@ static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool 
       mask[i] = o->mask[i];
       slices_out(sh, seg[i], mask[i]);
     }
-    hak_unlock(&sh->lock);
+    shard_unlock(sh);
     for (unsigned i = 0; i < n; i++) purge_runs(seg[i], mask[i]);
     shard_lock(sh);
     for (unsigned i = 0; i < n; i++) {
@@ -164,7 +164,7 @@ void seg_purge_policy(seg_shard_t *home) {
       seg_shard_t *sh = i == 0 ? home : &hak_seg_shards[i];
       if ((i && sh == home) || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
       purge_shard(sh, now, age, NULL);
-      hak_unlock(&sh->lock);
+      shard_unlock(sh);
     }
     if (!pressed || age == floor_age || LOAD(hak_seg_books.dirty) <= max) break;
   }
@@ -221,7 +221,7 @@ void segment_pages_free_purged(hak_page_t *list) {
       shard_lock(sh);
       HAK_STAT_INC(HAK_EV_PAGE_RETIRE);
       seg_page_free_locked(sh, p, now, runs[i]);
-      hak_unlock(&sh->lock);
+      shard_unlock(sh);
     }
   }
 }
@@ -265,7 +265,7 @@ uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
         uint32_t left = age < delay ? delay - age : keep ? delay / 2 + 1 : 1;
         if (left < youngest_left) youngest_left = left;
       }
-    hak_unlock(&sh->lock);
+    shard_unlock(sh);
   }
   return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
 }
@@ -282,7 +282,7 @@ bool segment_trim(void) {
       if (s->free_mask == ALL_FREE && seg_unmap_if_safe(sh, s)) any = true;
     }
     if (purge_shard(sh, os_now_ms(), 0, NULL)) any = true;
-    hak_unlock(&sh->lock);
+    shard_unlock(sh);
   }
   return any;
 }

@@ -27,6 +27,7 @@ typedef struct seg_shard {
   _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
   _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
   seg_purge_out_t out;               /* under the lock */
+  hak_segment_t *doomed;             /* under the lock: unmapped by shard_unlock, after it (segment.c) */
 } __attribute__((aligned(64))) seg_shard_t;
 
 extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
@@ -57,6 +58,21 @@ extern seg_books_t hak_seg_books HAK_HIDDEN;
 #define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
 
 HAK_INLINE void shard_lock(seg_shard_t *sh) { hak_lock_local(&sh->lock); }
+
+/* Segments detached under the lock (seg_unmap_if_safe) are unmapped after
+ * it is released: no munmap under a shard lock (segment.c, "Mapping and
+ * unmapping"). Every release of a shard lock goes through here. */
+void seg_unmap_doomed(hak_segment_t *list) HAK_HIDDEN;
+HAK_INLINE void shard_unlock(seg_shard_t *sh) {
+  hak_segment_t *doomed = sh->doomed;
+  if (HAK_LIKELY(!doomed)) {
+    hak_unlock(&sh->lock);
+    return;
+  }
+  sh->doomed = NULL;
+  hak_unlock(&sh->lock);
+  seg_unmap_doomed(doomed);
+}
 
 #if HAK_SECURE
 /* Where slice 0's blocks start and which slices a free segment has: set by
@@ -92,8 +108,13 @@ void seg_drain_returned(seg_shard_t *sh) HAK_HIDDEN;
 /* sh locked: a detached page's slices back into its segment, stamped freed
  * at `now`; those in `clean` were purged already. May unmap the segment. */
 void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) HAK_HIDDEN;
-/* sh locked: an empty segment of sh unmapped if nothing can still read its
- * page records; true if it was. */
+/* No lock held: a new segment for shard `shard`, not on its list yet, or
+ * NULL (seg_map.c). */
+hak_segment_t *segment_map(unsigned shard) HAK_HIDDEN;
+/* sh locked: a segment from segment_map joins sh's books and list. */
+void segment_publish(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+/* sh locked: an empty segment of sh detached if nothing can still read its
+ * page records (its unmap follows at shard_unlock); true if it was. */
 bool seg_unmap_if_safe(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
 /* sh locked: slices first..first+n-1 of s, all free, leave the free books
  * (a page cut there, or a large page grown over them: large_run.c); true if
