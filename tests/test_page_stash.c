@@ -15,6 +15,10 @@
  *     collects A's frees before it would cut a page (heap_collect_peers):
  *     the pages that empty are stashed, and B's blocks lie in them.
  *  3. malloc_trim(0) empties the stash.
+ *  4. Over budget, the oldest out: with a 1 MiB dirty budget (large pages:
+ *     4 MiB), 24 large blocks of 320 KiB are freed one by one, 10 ms apart;
+ *     the stash drains itself (a quarter below its bound at once), and the
+ *     pages it keeps must be the last ones freed.
  * Before, the collector's pages went straight to their segments: the stash
  * held none of them.
  *
@@ -120,6 +124,44 @@ static void *thread_b(void *arg)
     return NULL;
 }
 
+/* 4 */
+#define NL 24
+static void oldest_out(void)
+{
+    CHECK(hak_option_set("HAKMEM_DIRTY_MAX", 1 << 20) == 0, "setting the dirty budget");
+    void *b[NL];
+    hak_page_t *pg[NL];
+    for (int i = 0; i < NL; i++) {
+        b[i] = malloc(320 * 1024);
+        CHECK(b[i] != NULL, "malloc");
+        pg[i] = page_of(b[i]);
+    }
+    size_t page_bytes = (size_t)pg[0]->slice_count * HAK_SLICE_SIZE;
+    for (int i = 0; i < NL; i++) {
+        free(b[i]);
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    size_t left = page_stash_bytes();
+    CHECK(left > 0 && left <= (size_t)4 << 20, "%zu KiB stashed, over the bound or none", left >> 10);
+    unsigned kept = 0, newest = 0;
+    void *again[NL];
+    while (page_stash_bytes() && kept < NL) {
+        again[kept] = malloc(320 * 1024);
+        CHECK(again[kept] != NULL, "malloc");
+        hak_page_t *p = page_of(again[kept++]);
+        for (int i = 0; i < NL; i++)
+            if (pg[i] == p) {
+                if (i >= NL - (int)(left / page_bytes)) newest++;
+                break;
+            }
+    }
+    printf("test_page_stash: over budget: %zu KiB kept of %d pages freed, %u taken again, %u of them among the newest\n",
+           left >> 10, NL, kept, newest);
+    CHECK(kept > 0 && newest == kept, "the stash kept older pages (%u of %u among the newest)", newest, kept);
+    for (unsigned i = 0; i < kept; i++) free(again[i]);
+}
+
 int main(void)
 {
     hak_test_name = "test_page_stash";
@@ -137,6 +179,7 @@ int main(void)
     pthread_join(b, NULL);
     malloc_trim(0);
     CHECK(page_stash_bytes() == 0, "malloc_trim left %zu bytes in the stash", page_stash_bytes());
+    oldest_out();
     printf("test_page_stash: OK\n");
     return 0;
 }

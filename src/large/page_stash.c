@@ -41,8 +41,9 @@
  *     winner re-initialises the page. A loser rescans a few times, then
  *     takes the usual path.
  *   - over budget (put), purge deadline, trim: entries are claimed the same
- *     way (oldest first by their stamp, a hint only) and given back to their
- *     segments in one batch, one acquisition of the segment lock per batch.
+ *     way (oldest first by their stamp, a hint only; over budget, from one
+ *     pass over the table: drain_over) and given back to their segments
+ *     (over budget, in one batch onto their shards' returned stacks).
  *   A stashed page is not free in its segment, so its segment stays mapped
  *   (the budget bounds that too), and its record stays valid while stashed.
  *   Nobody waits: a preempted taker or putter owns at most its one page
@@ -142,28 +143,45 @@ static uint32_t drain_aged(uint32_t now, uint32_t min_age, bool *any) {
 }
 
 /* Claim table t's oldest entries until it holds at most `keep` bytes and
- * give them back to their segments in one batch. */
+ * give them back to their segments in one batch. One pass reads the table
+ * into a heap of its entries by age (oldest on top), and the claims pop it:
+ * O(SLOTS + k log SLOTS) for k claims, where a scan per claim made it
+ * O(SLOTS x k), up to 16,384 slot reads for one put. An entry claimed or
+ * replaced by another thread since the pass fails its CAS and is passed
+ * over; one put since then is the newest anyway. */
+typedef struct { uint32_t age; int i; uintptr_t w; } drain_entry_t;
+
+static void heap_down(drain_entry_t *h, int n, int at) {
+  for (;;) {
+    int big = at, l = 2 * at + 1, r = l + 1;
+    if (l < n && h[l].age > h[big].age) big = l;
+    if (r < n && h[r].age > h[big].age) big = r;
+    if (big == at) return;
+    drain_entry_t x = h[at];
+    h[at] = h[big];
+    h[big] = x;
+    at = big;
+  }
+}
+
 static void drain_over(unsigned t, uint32_t now, size_t keep) {
+  drain_entry_t h[SLOTS];
+  int n = 0;
+  for (int i = 0; i < SLOTS; i++) {
+    uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
+    if (w) h[n++] = (drain_entry_t){now - atomic_load_explicit(&stamp[t][i], memory_order_relaxed), i, w};
+  }
+  for (int i = n / 2 - 1; i >= 0; i--) heap_down(h, n, i);
   hak_page_t *list = NULL;
-  for (int n = 0; n < SLOTS && atomic_load_explicit(&stashed_bytes[t], memory_order_relaxed) > keep; n++) {
-    int o = -1;
-    uintptr_t ow = 0;
-    uint32_t oage = 0;
-    for (int i = 0; i < SLOTS; i++) {
-      uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
-      uint32_t age = now - atomic_load_explicit(&stamp[t][i], memory_order_relaxed);
-      if (w && (o < 0 || age > oage)) {
-        o = i;
-        ow = w;
-        oage = age;
-      }
-    }
-    if (o < 0) break;
-    if (!atomic_compare_exchange_strong_explicit(&slot[t][o], &ow, 0, memory_order_acquire, memory_order_relaxed))
+  while (n && atomic_load_explicit(&stashed_bytes[t], memory_order_relaxed) > keep) {
+    drain_entry_t e = h[0];
+    h[0] = h[--n];
+    heap_down(h, n, 0);
+    if (!atomic_compare_exchange_strong_explicit(&slot[t][e.i], &e.w, 0, memory_order_acquire, memory_order_relaxed))
       continue;
-    atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(ow)), memory_order_relaxed);
-    w_page(ow)->next = list;
-    list = w_page(ow);
+    atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(e.w)), memory_order_relaxed);
+    w_page(e.w)->next = list;
+    list = w_page(e.w);
   }
   if (list) segment_pages_free(0, list); /* shard 0 holds no segment: every page goes to its shard's returned stack */
 }
