@@ -8,6 +8,8 @@
  *                  that size must not overlap p (glibc aborts here)
  *   interior0      free(p + 16) on a live 100-byte block in slice 0 of its
  *                  segment (its page starts after the header), the same
+ *   interior-big   free(p + 64) on a live 20000-byte block (a class whose
+ *                  pages span several slices), the same
  *   huge-unmapped  a 100 MiB block freed twice, the second time after its
  *                  mapping is gone (glibc's free crashed on it)
  *   huge-reused    HAKMEM_PROFILE=lean: a 3 MiB block freed (unmapped at
@@ -37,25 +39,27 @@ static void *hide(void *p) {
   return p;
 }
 
-/* Free p + off (p: a live 100-byte block, its address printed for the
+/* Free p + off (p: a live block of n bytes, its address printed for the
  * parent), then check that no later malloc overlaps p and that p keeps its
  * contents: 0, or 3/4 for what went wrong. */
-static int interior_free(char *p, unsigned off) {
-  memset(p, 1, 100);
+static int interior_free_n(char *p, size_t n, unsigned off) {
+  memset(p, 1, n);
   printf("%p\n", (void *)(p + off));
   fflush(stdout);
   free(hide(p + off));
   for (int i = 0; i < 64; i++) {
-    char *q = malloc(100);
-    if (q < p + 100 && q + 100 > p) {
-      fprintf(stderr, "child: malloc(100) = %p overlaps the live block %p\n", (void *)q, (void *)p);
+    char *q = malloc(n);
+    if (q < p + n && q + n > p) {
+      fprintf(stderr, "child: malloc(%zu) = %p overlaps the live block %p\n", n, (void *)q, (void *)p);
       return 3;
     }
   }
-  for (int i = 0; i < 100; i++)
+  for (size_t i = 0; i < n; i++)
     if (p[i] != 1) return 4;
   return 0;
 }
+
+static int interior_free(char *p, unsigned off) { return interior_free_n(p, 100, off); }
 
 static int child_interior(void) {
   char *p = malloc(100);
@@ -84,6 +88,17 @@ static int child_interior0(void) {
   int r = interior_free(p, 16);
   if (r) return r;
   for (unsigned i = 0; i < n; i++) free(keep[i]);
+  return 0;
+}
+
+/* The same for a block of a class whose pages span several slices (20 KiB:
+ * the free path's fast test never clears those, free_checked decides from
+ * the page record alone). */
+static int child_interior_big(void) {
+  char *p = malloc(20000);
+  int r = interior_free_n(p, 20000, 64);
+  if (r) return r;
+  free(p);
   return 0;
 }
 
@@ -194,6 +209,7 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "case") == 0) {
     if (strcmp(argv[2], "interior") == 0) return child_interior();
     if (strcmp(argv[2], "interior0") == 0) return child_interior0();
+    if (strcmp(argv[2], "interior-big") == 0) return child_interior_big();
     if (strcmp(argv[2], "huge-unmapped") == 0) return child_huge_unmapped();
     if (strcmp(argv[2], "huge-reused") == 0) return child_huge_reused();
     if (strcmp(argv[2], "header") == 0) return child_header();
@@ -209,6 +225,7 @@ int main(int argc, char **argv) {
   int fails = 0;
   fails += run_case(argv[0], "interior", NULL);
   fails += run_case(argv[0], "interior0", NULL);
+  fails += run_case(argv[0], "interior-big", NULL);
   fails += run_case(argv[0], "huge-unmapped", NULL);
   fails += run_case(argv[0], "huge-reused", "HAKMEM_PROFILE=lean");
   fails += run_case(argv[0], "header", "HAKMEM_PROFILE=lean");
@@ -216,6 +233,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_bad_free: FAIL: %d case(s) not contained\n", fails);
     return 1;
   }
-  printf("test_bad_free: OK: interior pointers (also in slice 0), freed-and-unmapped huge block, pointers into a segment header\n");
+  printf("test_bad_free: OK: interior pointers (also in slice 0 and of pages of several slices), freed-and-unmapped huge block, pointers into a segment header\n");
   return 0;
 }

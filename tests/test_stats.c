@@ -2,13 +2,15 @@
  * smaller struct gets only its part), per-class block counts that follow
  * what the program does, hak_stats_json (snprintf-style lengths, the same
  * figures as the struct), hak_stats_reset, mallinfo2 and malloc_info(0)
- * agreeing with hak_stats_get, and HAKMEM_STATS=json at exit (a re-executed
+ * agreeing with hak_stats_get, remote frees counted in batches, and
+ * HAKMEM_STATS=json at exit (a re-executed
  * child). Checks what the build fills (st.valid), so it passes in every
  * build variant. Linked with libhakmem.so. */
 #include "hak_test.h"
 #include "hakmem.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/wait.h>
 
 #define N 20000
@@ -25,6 +27,11 @@ static const hak_stats_class_t *row64(const hak_stats_t *st) {
   for (int k = 0; k < HAK_STATS_CLASSES; k++)
     if (st->classes[k].block_size == 64) return &st->classes[k];
   HT_FAIL("no 64-byte class");
+}
+
+static void *free_blocks(void *arg) {
+  for (uintptr_t i = 0; i < (uintptr_t)arg; i++) hak_free(blocks[i]);
+  return NULL;
 }
 
 static char *json(void) {
@@ -104,6 +111,33 @@ int main(int argc, char **argv) {
     CHECK(row64(&after)->blocks_returned >= (uint64_t)N && row64(&after)->flushes > 0, "returned, flushes");
   } else {
     CHECK(row64(&after)->blocks_live == 0 && after.blocks.small_allocated == 0, "fast build: no block counts");
+  }
+
+  /* Remote frees: another thread frees M of this thread's blocks and exits
+   * (its caches flushed at exit): every one is counted, in batches of at
+   * least one block (heap_return_blocks counts them once a flush). The
+   * refills and flushes of the events are the sums of the classes' (stats.c). */
+  if (st.valid & HAK_STATS_HAVE_EVENTS) {
+    enum { M = 5000 };
+    for (int i = 0; i < M; i++) CHECK((blocks[i] = hak_malloc(req64)) != NULL, "malloc");
+    hak_stats_t r0 = get();
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, free_blocks, (void *)(uintptr_t)M) == 0, "pthread_create");
+    CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+    hak_stats_t r1 = get();
+    uint64_t nb = r1.events.remote_free_blocks - r0.events.remote_free_blocks;
+    uint64_t nq = r1.events.remote_free_batches - r0.events.remote_free_batches;
+    CHECK(nb >= M && nq >= 1 && nq <= nb, "remote frees: %llu blocks in %llu batches, expected >= %d",
+          (unsigned long long)nb, (unsigned long long)nq, M);
+    uint64_t refills = 0, flushes = 0;
+    for (int k = 0; k < HAK_STATS_CLASSES; k++) {
+      refills += r1.classes[k].refills;
+      flushes += r1.classes[k].flushes;
+    }
+    CHECK(r1.events.refill == refills && refills > 0, "refill events %llu = the classes' %llu",
+          (unsigned long long)r1.events.refill, (unsigned long long)refills);
+    CHECK(r1.events.flush == flushes && flushes > r0.events.flush, "flush events %llu = the classes' %llu (was %llu)",
+          (unsigned long long)r1.events.flush, (unsigned long long)flushes, (unsigned long long)r0.events.flush);
   }
 
   /* mallinfo2 and malloc_info: the same figures (nothing allocates between). */

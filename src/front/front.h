@@ -26,9 +26,11 @@ extern uintptr_t hak_free_key HAK_HIDDEN;
 /* A free whose block carries the key: report it if it is a double free,
  * finish it otherwise. Called as a tail call, so the fast path stays a leaf. */
 void free_suspect(void *p) HAK_HIDDEN;
-/* A free the fast block-start test did not clear (slice 0, a class with
- * pages of several slices, or not a block start): the full test, then a
- * report or the ordinary free. Also a tail call. */
+/* A free the fast block-start test did not clear (a class with pages of
+ * several slices, a segment header, or not a block start), with room in
+ * the bin of p's slice map entry: the full test, then a report or the
+ * push. Also a tail call, with p alone: passing the bin offset too cost
+ * free() a register move on its fast path. */
 void free_checked(void *p) HAK_HIDDEN;
 #endif
 #ifndef HAK_SECURE

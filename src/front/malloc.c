@@ -97,19 +97,18 @@ static bool freed_page_block(const void *p) {
 }
 
 HAK_NOINLINE void free_checked(void *p) {
-  if (!block_is_live_start(p)) {
-    if (registry_has(p)) report_invalid("free", p);
-    else free_slow(p); /* the slice map was behind the registry: the slow path decides */
+  /* The slice map gave p a class: its segment is a small one. */
+  if (!block_is_live_start_mapped(p)) {
+    report_invalid("free", p);
     return;
   }
   if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p)) {
     free_suspect(p);
     return;
   }
-  hak_bin_t *b = bin_of_block(p);
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-  if (b->count < b->cap) b->slots[b->count++] = p;
-  else free_slow(p);
+  hak_bin_t *b = bin_of_block(p); /* free_block saw room in it */
+  b->slots[b->count++] = p;
 }
 
 HAK_NOINLINE void free_suspect(void *p) {
@@ -174,7 +173,12 @@ HAK_NOINLINE void *alloc_large_slow(size_t n) {
  * without a heap, a pointer that is not ours (or not known yet). The
  * registry is the ground truth here, not the slice map. */
 HAK_NOINLINE void free_slow(void *p) {
-  if (HAK_LIKELY(registry_has(p))) {
+  /* One read of the slice map for both questions (ours? a first-class
+   * heap's page?): its loads are atomic, so the compiler does not merge a
+   * second lookup with the first, and the checks' calls in between kept it
+   * from doing so anyway. */
+  unsigned v = slice_map_bin_offset(p);
+  if (HAK_LIKELY(v != 0)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls == HAK_CLASS_NONE) {
 #if HAK_CHECKS
@@ -214,7 +218,7 @@ HAK_NOINLINE void free_slow(void *p) {
 #endif
     /* A block of a first-class heap: its slice map entry is a cap-0
      * sentinel, so it always comes here, and goes back to its heap. */
-    if (HAK_UNLIKELY(uheap_class_block(p))) {
+    if (HAK_UNLIKELY(v == HAK_UHEAP_MAP_V * HAK_SLICE_MAP_SCALE)) { /* uheap_class_block */
       if (uheap_free(p)) {
         purge_tick();
         return;
@@ -259,7 +263,7 @@ HAK_NOINLINE void secure_free_fast(void *p, size_t bsize) { secure_free_fast_inl
 
 HAK_NOINLINE void free_secure_paged(void *p, unsigned off) {
   secure_free_check(p, block_check_at(off));
-  hak_bin_t *b = (hak_bin_t *)((char *)hak_tls.bins + off); /* free_block saw room in it */
+  hak_bin_t *b = bin_of_block(p); /* free_block saw room in it */
   b->slots[b->count++] = p;
 }
 

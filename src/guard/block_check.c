@@ -118,6 +118,11 @@ bool block_is_live_start(const void *p) {
   if (!registry_has(p)) return false;
   hak_segment_t *s = segment_of(p);
   if (s->magic != HAK_SEG_MAGIC || s->kind != HAK_SEG_SMALL) return false;
+  return block_is_live_start_mapped(p);
+}
+
+bool block_is_live_start_mapped(const void *p) {
+  hak_segment_t *s = segment_of(p);
   hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
   if (!pg || pg->cls >= HAK_NCLASSES) return false;
   const uint8_t *b = (const uint8_t *)p;

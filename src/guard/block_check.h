@@ -71,6 +71,14 @@ HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
  * size class, at a block boundary, in the part of the page already carved
  * (when the page is the calling thread's; otherwise before the page's end). */
 bool block_is_live_start(const void *p) HAK_HIDDEN;
+/* The same for p whose slice map entry names a size class (free()'s fast
+ * path found p's bin through it): such an entry is only ever set for the
+ * slices of a class page of a small segment (segment.c, page_init; a
+ * first-class heap's pages have the cap-0 entry until the heap hands them
+ * over), and it goes back to the large-run or zero entry before the slices
+ * are reused or unmapped, so the registry and the segment's magic and kind
+ * are not read again: the slice's page record decides. */
+bool block_is_live_start_mapped(const void *p) HAK_HIDDEN;
 
 /* p (registered) lies in a slice of a page of class cls (the segment's
  * slice_cls): the fast test where it is exact, else the full one. The slow

@@ -415,21 +415,27 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
   }
   busy_end(h);
   heap_unlock(h);
-  HAK_CSTAT_INC(cls, HAK_CS_REFILL);
-  HAK_CSTAT_ADD(cls, HAK_CS_TAKEN, n + (pend ? pend->n : 0));
-  HAK_STAT_INC(HAK_EV_REFILL);
+  /* (events.refill is the sum of the classes' refills: stats.c) */
+  HAK_STAT_MINE(m);
+  HAK_CSTAT_ADD_IN(m, cls, HAK_CS_REFILL, 1);
+  HAK_CSTAT_ADD_IN(m, cls, HAK_CS_TAKEN, n + (pend ? pend->n : 0));
   return n;
 }
 
 /* Returns how many of the blocks were other heaps'. */
 unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   /* Callers pass the blocks of one class (one cache, or one block). */
-  if (n) HAK_CSTAT_ADD(segment_of(blocks[0])->slice_cls[slice_index(blocks[0])], HAK_CS_RETURNED, n);
+  unsigned i = 0, remote = 0;
+  hak_page_t *next = n ? page_of(blocks[0]) : NULL;
+#if HAK_STATS
+  /* Counted once at the end, the class from the first page's record (the
+   * line of its owner, read below anyway; stable while we hold its blocks,
+   * and read now: once they are back the page may retire). */
+  unsigned cls = n ? next->cls : 0, batches = 0;
+#endif
   heap_lock(h);
   busy_begin(h);
   h->activity++;
-  unsigned i = 0, remote = 0;
-  hak_page_t *next = n ? page_of(blocks[0]) : NULL;
   while (i < n) {
     /* The run of blocks from one page: one update of the page record (ours)
      * or one CAS (another heap's) for all of them. */
@@ -464,11 +470,27 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       }
       remote_push(p, first, b, k);
       remote += k;
+#if HAK_STATS
+      batches++;
+#endif
     }
   }
   busy_end(h);
   heap_unlock(h);
-  HAK_STAT_INC(HAK_EV_FLUSH);
+#if HAK_STATS
+  /* One flush of the class (events.flush is the classes' sum: stats.c), its
+   * blocks, and the remote frees of the whole flush at once (remote_push
+   * counts none). */
+  HAK_STAT_MINE(m);
+  if (n) {
+    HAK_CSTAT_ADD_IN(m, cls, HAK_CS_FLUSH, 1);
+    HAK_CSTAT_ADD_IN(m, cls, HAK_CS_RETURNED, n);
+  }
+  if (remote) {
+    HAK_STAT_ADD_IN(m, HAK_EV_REMOTE_FREE, remote);
+    HAK_STAT_ADD_IN(m, HAK_EV_REMOTE_BATCH, batches);
+  }
+#endif
   return remote;
 }
 

@@ -150,6 +150,8 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
     /* No heap of our own (exited, or start-up): hand the block to its page's owner. */
     remote_push(page_of(p), p, p, 1);
     HAK_CSTAT_ADD(cls, HAK_CS_RETURNED, 1);
+    HAK_STAT_INC(HAK_EV_REMOTE_FREE);
+    HAK_STAT_INC(HAK_EV_REMOTE_BATCH);
     return;
   }
   hak_bin_t *b = bin_of(t, cls);
@@ -175,8 +177,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   memmove(b->slots, b->slots + k, (size_t)(b->count - k) * sizeof(void *));
   b->count -= k;
   b->slots[b->count++] = p;
-  tcache_seen(t, cls);
-  HAK_CSTAT_INC(cls, HAK_CS_FLUSH);
+  tcache_seen(t, cls); /* (the flush is counted in heap_return_blocks) */
 }
 
 void heap_flush_all(hak_tls_t *t) {

@@ -109,9 +109,6 @@ void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
                                                   remote_word_push(page, old, first, last, n) | HAK_REMOTE_QUEUED,
                                                   memory_order_acq_rel, memory_order_relaxed));
-  HAK_STAT_ADD(HAK_EV_REMOTE_FREE, n);
-  HAK_STAT_INC(HAK_EV_REMOTE_BATCH);
-  (void)n;
   if (old & HAK_REMOTE_QUEUED) return;
   /* Ours to signal. The page cannot be retired until its owner pops it. */
   hak_heap_t *h = atomic_load_explicit(&page->owner, memory_order_acquire);

@@ -42,7 +42,8 @@ HAK_INLINE uintptr_t remote_word_push(const hak_page_t *page, uintptr_t old, voi
 
 /* Push the chain first..last (n blocks, linked through their first word) onto
  * the page's remote list with one CAS; the pusher that sets the queued bit
- * also puts the page on its owner's remote-page stack. */
+ * also puts the page on its owner's remote-page stack. Counts nothing: the
+ * callers count the blocks and batches (heap_return_blocks once a flush). */
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) HAK_HIDDEN;
 /* Owner side: take the page's whole remote list, leaving the queued bit as
  * `keep_queued` says, onto the page's local free list (used counts them

@@ -98,7 +98,6 @@ static const unsigned short event_field[] = {
   [HAK_EV_SEGMENT_MAP] = PUB(events.segment_map), [HAK_EV_SEGMENT_UNMAP] = PUB(events.segment_unmap),
   [HAK_EV_SEGMENT_REUSE] = PUB(events.segment_reuse), [HAK_EV_PAGE_ALLOC] = PUB(events.page_alloc),
   [HAK_EV_PAGE_RETIRE] = PUB(events.page_retire), [HAK_EV_PURGE_BYTES] = PUB(events.purge_bytes),
-  [HAK_EV_REFILL] = PUB(events.refill), [HAK_EV_FLUSH] = PUB(events.flush),
   [HAK_EV_REMOTE_FREE] = PUB(events.remote_free_blocks), [HAK_EV_REMOTE_BATCH] = PUB(events.remote_free_batches),
   [HAK_EV_REMOTE_COLLECT] = PUB(events.remote_collect), [HAK_EV_ABANDON] = PUB(events.page_abandon),
   [HAK_EV_ADOPT] = PUB(events.page_adopt),
@@ -208,6 +207,8 @@ void stats_gather(hak_stats_t *st, bool process) {
     if ((int64_t)row->blocks_live < 0) row->blocks_live = 0; /* counters read a moment apart */
     row->cache_alloc_hits = c[HAK_CS_ALLOC_FAST] - load(&b[HAK_CS_ALLOC_FAST]);
     row->cache_free_hits = c[HAK_CS_FREE_FAST] - load(&b[HAK_CS_FREE_FAST]);
+    st->events.refill += row->refills; /* counted once, per class (heap_take, */
+    st->events.flush += row->flushes;  /* heap_return_blocks) */
     st->blocks.small_allocated += row->blocks_taken;
     st->blocks.small_freed += row->blocks_returned;
     st->blocks.small_live += row->blocks_live;

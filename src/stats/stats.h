@@ -12,7 +12,8 @@ enum hak_stat_event {
   HAK_EV_MMAP, HAK_EV_MUNMAP, HAK_EV_MADVISE, HAK_EV_MREMAP,
   HAK_EV_SEGMENT_MAP, HAK_EV_SEGMENT_UNMAP, HAK_EV_SEGMENT_REUSE,
   HAK_EV_PAGE_ALLOC, HAK_EV_PAGE_RETIRE, HAK_EV_PURGE_BYTES,
-  HAK_EV_REFILL, HAK_EV_FLUSH, HAK_EV_REMOTE_FREE, HAK_EV_REMOTE_BATCH,
+  /* (no REFILL, FLUSH: events.refill and .flush are the classes' sums) */
+  HAK_EV_REMOTE_FREE, HAK_EV_REMOTE_BATCH,
   HAK_EV_REMOTE_COLLECT, HAK_EV_ABANDON, HAK_EV_ADOPT,
   HAK_EV_LARGE_ALLOC, HAK_EV_LARGE_FREE, HAK_EV_HUGE_ALLOC, HAK_EV_HUGE_FREE,
   HAK_EV_FOREIGN_FREE, HAK_EV_FOREIGN_REALLOC, HAK_EV_FOREIGN_SIZE,
@@ -23,7 +24,8 @@ enum hak_stat_event {
   HAK_EV__COUNT
 };
 
-/* TAKEN/RETURNED: blocks leaving and reaching their pages (refill, flush). */
+/* TAKEN/RETURNED: blocks leaving and reaching their pages (refill, flush);
+ * FLUSH: batches sent back to their pages (heap_return_blocks). */
 enum hak_class_stat { HAK_CS_REFILL, HAK_CS_FLUSH, HAK_CS_ALLOC_FAST, HAK_CS_FREE_FAST,
                       HAK_CS_TAKEN, HAK_CS_RETURNED, HAK_CS__COUNT };
 
@@ -70,8 +72,11 @@ extern _Atomic(uint32_t) hak_cap_last[HAK_NCLASSES] HAK_HIDDEN;
     while (o_ < (uint32_t)(v) && !atomic_compare_exchange_weak_explicit(&(var), &o_, (uint32_t)(v), \
                                                                      memory_order_relaxed, memory_order_relaxed)) {} \
   } while (0)
-#define HAK_STAT_BUMP(field, n) do { \
-    hak_counters_t *m_ = hak_stat_mine; \
+/* An addition to the counters m (the thread's own, hak_stat_mine, read once
+ * by the caller for several additions: HAK_STAT_MINE), or with m NULL an
+ * atomic one to hak_stats. */
+#define HAK_STAT_BUMP_IN(m, field, n) do { \
+    hak_counters_t *m_ = (m); \
     uint64_t n_ = (uint64_t)(n); \
     if (HAK_LIKELY(m_ != NULL)) \
       atomic_store_explicit(&m_->field, atomic_load_explicit(&m_->field, memory_order_relaxed) + n_, \
@@ -79,10 +84,18 @@ extern _Atomic(uint32_t) hak_cap_last[HAK_NCLASSES] HAK_HIDDEN;
     else \
       atomic_fetch_add_explicit(&hak_stats.field, n_, memory_order_relaxed); \
   } while (0)
+#define HAK_STAT_BUMP(field, n) HAK_STAT_BUMP_IN(hak_stat_mine, field, n)
 #define HAK_STAT_ADD(e, n) HAK_STAT_BUMP(ev[(e)], n)
 #define HAK_CSTAT_INC(c, e) HAK_STAT_BUMP(cls[(c)][(e)], 1)
 #define HAK_CSTAT_ADD(c, e, n) HAK_STAT_BUMP(cls[(c)][(e)], n)
+/* Several additions in one place: the thread's counters read once. */
+#define HAK_STAT_MINE(m) hak_counters_t *m = hak_stat_mine
+#define HAK_STAT_ADD_IN(m, e, n) HAK_STAT_BUMP_IN(m, ev[(e)], n)
+#define HAK_CSTAT_ADD_IN(m, c, e, n) HAK_STAT_BUMP_IN(m, cls[(c)][(e)], n)
 #else
+#define HAK_STAT_MINE(m) ((void)0)
+#define HAK_STAT_ADD_IN(m, e, n) ((void)0)
+#define HAK_CSTAT_ADD_IN(m, c, e, n) ((void)0)
 #define HAK_STAT_MAX(var, v) ((void)0)
 #define HAK_CSTAT_ADD(c, e, n) ((void)0)
 #define HAK_STAT_ADD(e, n) ((void)0)
