@@ -39,7 +39,7 @@ static void other_page_first(hak_heap_t *h)
     hak_page_t *first = NULL, *second = NULL;
     while (!second) {
         CHECK(n < OTHER_MAX - 64, "%u blocks of %d B taken and still one page", n, OTHER_SIZE);
-        unsigned k = heap_take(h, cls, held + n, 64, NULL);
+        unsigned k = heap_take(h, cls, held + n, 64, NULL, true);
         CHECK(k > 0, "refill of %d B blocks gave none", OTHER_SIZE);
         for (unsigned i = n; i < n + k; i++) {
             hak_page_t *p = page_of(held[i]);
@@ -64,7 +64,7 @@ static void other_page_first(hak_heap_t *h)
     for (void *x = second->free; x && nspare < 64; x = block_next(second, x))
         spare[nspare++] = x;
     void *got[16];
-    unsigned m = heap_take(h, cls, got, 16, NULL);
+    unsigned m = heap_take(h, cls, got, 16, NULL, true);
     CHECK(m > 0, "refill gave nothing");
     for (unsigned i = 0; i < m; i++) {
         unsigned j = 0;
@@ -95,7 +95,7 @@ int main(void)
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         unsigned cls = size_class_of(sizes[s]);
         void *a[TAKE], *b[MORE], *c[MORE];
-        unsigned n = heap_take(h, cls, a, TAKE, NULL);
+        unsigned n = heap_take(h, cls, a, TAKE, NULL, true);
         CHECK(n == TAKE, "class of %zu B: the first refill gave %u blocks, not %u", sizes[s], n, TAKE);
         hak_page_t *p = page_of(a[TAKE - 1]);
         unsigned kept = 0; /* the blocks of a's last page go back, BACK of them */
@@ -116,7 +116,7 @@ int main(void)
         for (void *x = p->free; x && nfree < MORE; x = block_next(p, x))
             freed[nfree++] = x;
         CHECK(nfree >= BACK && nfree < MORE, "class of %zu B: %u blocks free on the page", sizes[s], nfree);
-        n = heap_take(h, cls, b, MORE, NULL);
+        n = heap_take(h, cls, b, MORE, NULL, true);
         CHECK(n == nfree, "class of %zu B: with %u blocks free on the page a refill of %u gave %u (carved %td bytes)",
               sizes[s], nfree, MORE, n, p->bump - bump);
         CHECK(p->bump == bump, "class of %zu B: the refill carved %td bytes while freed blocks were there", sizes[s],
@@ -127,7 +127,7 @@ int main(void)
                 j++;
             CHECK(j < nfree, "class of %zu B: the refill gave a block that was not free", sizes[s]);
         }
-        unsigned m = heap_take(h, cls, c, MORE, NULL); /* nothing free now: carves */
+        unsigned m = heap_take(h, cls, c, MORE, NULL, true); /* nothing free now: carves */
         CHECK(m >= 1 && p->bump > bump, "class of %zu B: with nothing free the refill did not carve (%u blocks)",
               sizes[s], m);
         size_t bsize = hak_class_size[cls], step = 4096 / bsize > 4 ? 4096 / bsize : 4;

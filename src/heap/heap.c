@@ -287,6 +287,7 @@ void heap_return_pending(hak_heap_t *h, hak_pend_t *q) {
   void *tail = h->pend_tail[p->cls];
   if (p->free) block_set_next(p, tail, p->free);
   page_free_prepended(p, head, tail);
+  class_wet(h, p->cls);
   p->used -= n;
   if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
   if (p->used == 0) page_maybe_retire(h, p);
@@ -300,6 +301,7 @@ void heap_page_adopted(hak_heap_t *h, hak_page_t *p) {
   atomic_store_explicit(&p->owner, h, memory_order_release);
   p->kept = 0; /* counted by the heap that left it */
   remote_take(p, false);
+  class_wet(h, p->cls);
   if (page_has_free(p)) {
     p->state = HAK_PAGE_AVAIL;
     list_push_tail(&h->avail[p->cls], p);
@@ -317,6 +319,7 @@ void heap_page_collect(hak_heap_t *h, hak_page_t *p) {
   uint16_t n = __atomic_load_n(&h->collects[p->cls], __ATOMIC_RELAXED);
   if (n < UINT16_MAX) __atomic_store_n(&h->collects[p->cls], (uint16_t)(n + 1), __ATOMIC_RELAXED);
   remote_take(p, false);
+  class_wet(h, p->cls);
   if (p->state == HAK_PAGE_FULL && page_has_free(p)) page_to_avail(h, p);
   if (p->used == 0 && p->state == HAK_PAGE_AVAIL) page_maybe_retire(h, p);
 }
@@ -362,7 +365,7 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
   return p;
 }
 
-unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend) {
+unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) {
   heap_lock(h);
   busy_begin(h);
   h->activity++;
@@ -379,7 +382,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
   while (n < max) {
     hak_page_t *p = h->avail[cls].head;
     if (!p) {
-      if (n) break; /* have some: do not grow the heap for the rest */
+      if (n || !grow) break; /* have some: do not grow the heap for the rest */
       p = heap_page_new(h, cls);
       if (!p) break;
     }
@@ -409,9 +412,9 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       if (!page_has_free(p)) page_to_full(h, p);
       break;
     }
-    n += page_take(p, out + n, max - n, n == 0);
+    n += page_take(p, out + n, max - n, n == 0 && grow);
     if (!page_has_free(p)) page_to_full(h, p);
-    else if (n) break; /* what is left on p is uncarved */
+    else if (n || !grow) break; /* what is left on p is uncarved */
   }
   busy_end(h);
   heap_unlock(h);
@@ -459,6 +462,7 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
         b = blocks[i];
       }
       page_free_prepended(p, b, last);
+      class_wet(h, p->cls);
       p->used -= k;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
       if (p->used == 0) page_maybe_retire(h, p);

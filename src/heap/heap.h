@@ -90,6 +90,12 @@ struct hak_heap {
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
   uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
   uint32_t    kept_pages;               /* empty one-slice pages kept beyond the last of a class (heap.c) */
+  /* 1: a refill of the class found no free block on the heap's pages (and
+   * borrowed instead, thread.c); 0 again once blocks of the class come back
+   * to them (class_wet). Written under lock, also by collectors; read by the
+   * owner without it, as a hint. */
+  _Atomic(uint8_t) dry[HAK_NCLASSES];
+  uint8_t     refill_run[HAK_NCLASSES]; /* refills of the class since its last flush (saturating; thread.c) */
   uint8_t     drain[HAK_NCLASSES];      /* bit 0: refilled since the last flush; bit 1: that flush
                                            sent only other threads' blocks (thread.c, "Drain") */
   void      **slot_store;               /* backing store of the bins' slots (heap/tcache.c, "Slots") */
@@ -214,12 +220,17 @@ static inline void list_remove(hak_page_list_t *l, hak_page_t *p) {
   p->next = p->prev = NULL;
 }
 
+/* Blocks of class c came back to pages of h (see dry). */
+HAK_INLINE void class_wet(hak_heap_t *h, unsigned c) {
+  if (atomic_load_explicit(&h->dry[c], memory_order_relaxed)) atomic_store_explicit(&h->dry[c], 0, memory_order_relaxed);
+}
+
 HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p->bump < p->end; }
 
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
  * (0 only when the OS refuses memory). With `pend` (empty), a page's free
  * list goes there whole instead, and the call returns 0 with pend filled. */
-unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend) HAK_HIDDEN;
+unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) HAK_HIDDEN;
 /* A pending list's blocks back onto their page; q (h's owner's) is left empty. */
 void heap_return_pending(hak_heap_t *h, hak_pend_t *q) HAK_HIDDEN;
 /* Give blocks back to their pages: local pages directly, others remotely. */
