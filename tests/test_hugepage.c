@@ -32,6 +32,41 @@ static void vmflags_of(const void *p, char *out, size_t len) {
   CHECK(out[0], "no VmFlags for %p", p);
 }
 
+/* AnonHugePages (KiB) of the mappings holding any of the n blocks; *room
+ * is set if one of them covers an aligned 2 MiB range, where a huge page can
+ * be (the secure build's guard pages split a segment's mapping). */
+static unsigned long anon_huge_kb(unsigned char *const *blk, int n, bool *room) {
+  FILE *f = fopen("/proc/self/smaps", "re");
+  CHECK(f, "smaps");
+  char line[512];
+  unsigned long sum = 0, kb, two = 2ul << 20;
+  int in = 0;
+  *room = false;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+      in = 0;
+      for (int i = 0; i < n && !in; i++) in = (uintptr_t)blk[i] >= lo && (uintptr_t)blk[i] < hi;
+      if (in && (lo + two - 1) / two * two + two <= hi) *room = true;
+      continue;
+    }
+    if (in && sscanf(line, "AnonHugePages: %lu kB", &kb) == 1) sum += kb;
+  }
+  fclose(f);
+  return sum;
+}
+
+/* Whether the system lets a MADV_HUGEPAGE range have transparent huge
+ * pages ("always" or "madvise" selected). */
+static bool thp_possible(void) {
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+  if (!f) return false;
+  char line[128] = "";
+  bool ok = fgets(line, sizeof line, f) && (strstr(line, "[always]") || strstr(line, "[madvise]"));
+  fclose(f);
+  return ok;
+}
+
 static bool has_flag(const char *flags, const char *f) {
   char pat[8];
   snprintf(pat, sizeof pat, " %s", f);
@@ -94,6 +129,17 @@ int main(void) {
     CHECK((b[i] = hak_malloc(65536)) != NULL, "malloc");
     memset(b[i], i & 0xff, 65536);
   }
+  /* always: the segments are advised before anything is written to them,
+   * so their first faults can take huge pages (the first write, the
+   * segment's header, used to come before the advice: its 4 KiB page gave
+   * the 2 MiB range a page table, and no huge page was ever faulted in). */
+  bool room;
+  unsigned long huge_kb = anon_huge_kb(b, N, &room);
+  if (strcmp(thp, "always") == 0 && !huge && room && thp_possible())
+    CHECK(huge_kb > 0, "always: 32 MiB of blocks in advised segments, no huge page among them");
+  /* never: not even the page the header is on (a system set to "always"
+   * gave it a huge page before the advice came). */
+  if (strcmp(thp, "never") == 0) CHECK(huge_kb == 0, "never: %lu KiB of huge pages", huge_kb);
   for (int i = 0; i < N; i++) {
     CHECK(b[i][0] == (i & 0xff) && b[i][65535] == (i & 0xff), "contents");
     hak_free(b[i]);
