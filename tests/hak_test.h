@@ -27,6 +27,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef HAK_TEST_HAK_API
+/* Built into a program on the hak_ API (tests/sanitize: the TSan build, whose
+ * prefix-only libhakmem.a exports no malloc): the test's calls go to HAKMEM
+ * under its hak_ names, as prefix.h renames the library's own entry points.
+ * Function-like, after every system header, so declarations and `struct
+ * mallinfo2` keep their names. */
+#include "hakmem.h"
+struct mallinfo2 hak_prefixed_mallinfo2(void);
+int hak_prefixed_trim(size_t pad);
+#define malloc(...)             hak_malloc(__VA_ARGS__)
+#define free(...)               hak_free(__VA_ARGS__)
+#define calloc(...)             hak_calloc(__VA_ARGS__)
+#define realloc(...)            hak_realloc(__VA_ARGS__)
+#define reallocarray(...)       hak_reallocarray(__VA_ARGS__)
+#define aligned_alloc(...)      hak_aligned_alloc(__VA_ARGS__)
+#define posix_memalign(...)     hak_posix_memalign(__VA_ARGS__)
+#define malloc_usable_size(...) hak_usable_size(__VA_ARGS__)
+#define malloc_trim(...)        hak_prefixed_trim(__VA_ARGS__)
+#define mallinfo2(...)          hak_prefixed_mallinfo2(__VA_ARGS__)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -91,7 +112,11 @@ static inline void hak_test_require_hakmem(const char *name)
 {
     hak_test_name = name;
     union { void *p; ht_owns_fn f; } u;
+#ifdef HAK_TEST_HAK_API
+    u.f = hak_owns; /* linked in, not exported */
+#else
     u.p = dlsym(RTLD_DEFAULT, "hak_owns");
+#endif
     if (ht_plain_mode()) {
         hak_test_owns = 0;
         fprintf(stderr, "%s: note: HAKMEM_TEST_PLAIN=1, running on the system allocator%s\n",
@@ -110,6 +135,14 @@ static inline void hak_test_require_hakmem(const char *name)
                 "malloc is not interposed", p);
     free(p);
 }
+
+/* Under ThreadSanitizer the process's resident set holds TSan's shadow of
+ * every byte touched: checks of HAKMEM's footprint by RSS are skipped there. */
+#ifdef __SANITIZE_THREAD__
+#define HT_RSS_SHADOWED 1
+#else
+#define HT_RSS_SHADOWED 0
+#endif
 
 /* Resident set size of this process in bytes (from /proc/self/statm). */
 static inline size_t ht_rss_bytes(void)
