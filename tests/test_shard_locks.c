@@ -9,7 +9,9 @@
  *     are allocated (segments mapped, in runs), freed and trimmed with a
  *     segment cache of 0 (segments unmapped). Every mmap or munmap of a
  *     segment or more must find every shard lock free. Before, both ran
- *     under the caller's shard lock.
+ *     under the caller's shard lock. With HAKMEM_THP=auto (test
+ *     test_shard_locks_thp) the same of the segments' madvise(MADV_HUGEPAGE),
+ *     which ran under the lock of the page cut that made a segment dense.
  *  2. bounded: main's shard keeps free slices (one block of four kept, the
  *     rest freed and trimmed); a holder thread takes main's shard lock and
  *     keeps it for HOLD_S seconds; a new thread, whose shard is empty,
@@ -63,6 +65,17 @@ int munmap(void *addr, size_t len)
     return (int)syscall(SYS_munmap, addr, len);
 }
 
+/* transparent-huge-page advice on a segment (HAKMEM_THP=auto, always, never) */
+static atomic_int thp_calls;
+int madvise(void *addr, size_t len, int advice)
+{
+    if (advice == MADV_HUGEPAGE || advice == MADV_NOHUGEPAGE) {
+        if (atomic_load(&watching) && len >= HAK_SEG_SIZE) atomic_fetch_add(&thp_calls, 1);
+        note_call(len);
+    }
+    return (int)syscall(SYS_madvise, addr, len, advice);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -84,10 +97,13 @@ static void phase_os(void)
     for (int i = 0; i < NBLK; i++) free(blk[i]);
     malloc_trim(0);
     atomic_store(&watching, 0);
-    printf("test_shard_locks: os: %d segment mmap/munmap calls, %d under a shard lock\n", atomic_load(&seg_calls),
-           atomic_load(&under_lock));
+    printf("test_shard_locks: os: %d segment mmap/munmap/madvise calls (%d huge-page advice), %d under a shard lock\n",
+           atomic_load(&seg_calls), atomic_load(&thp_calls), atomic_load(&under_lock));
     CHECK(atomic_load(&seg_calls) > 0, "no segment was mapped or unmapped");
-    CHECK(atomic_load(&under_lock) == 0, "%d segment mmap/munmap calls under a shard lock", atomic_load(&under_lock));
+    const char *thp = getenv("HAKMEM_THP");
+    CHECK(!thp || strcmp(thp, "auto") || atomic_load(&thp_calls) > 0, "HAKMEM_THP=auto advised no segment");
+    CHECK(atomic_load(&under_lock) == 0, "%d segment mmap/munmap/madvise calls under a shard lock",
+          atomic_load(&under_lock));
 }
 
 /* Main's shard: free slices in its segments, none dirty (trimmed), the

@@ -109,21 +109,27 @@ void *os_map_segment(void) {
   return s;
 }
 
-/* Called at every page cut from a segment. A segment mapped before the
- * options were read (an allocation during start-up, e.g. by a sanitizer's
- * runtime) got neither advice nor hugetlb accounting when mapped (_r[1] is
- * 0): it gets them here, at its next page, like any other. _r[0]: advised. */
-void os_segment_in_use(void *seg, unsigned used_slices) {
+/* Called at every page cut from a segment, under its shard's lock. A
+ * segment mapped before the options were read (an allocation during
+ * start-up, e.g. by a sanitizer's runtime) got neither advice nor hugetlb
+ * accounting when mapped (_r[1] is 0): it gets them here, at its next page,
+ * like any other. _r[0]: advised. Makes no system call: returns the advice
+ * the segment is due (marked given), or 0; the caller gives it with
+ * os_segment_advise once the lock is released (shard.h, shard_unlock):
+ * madvise(MADV_HUGEPAGE) takes the process's memory-map lock for writing. */
+int os_segment_in_use(void *seg, unsigned used_slices) {
   hak_segment_t *s = seg;
   if (HAK_UNLIKELY(!s->_r[1] && hak_config.loaded)) {
     s->_r[1] = 1;
     if (hak_config.huge_pages) HAK_OS_STAT_INC(HAK_EV_HUGETLB_FALLBACK); /* has normal pages */
     if (!s->_r[0] && (hak_config.thp == HAK_THP_ALWAYS || hak_config.thp == HAK_THP_NEVER)) {
-      thp_advise(s, HAK_SEG_SIZE, hak_config.thp == HAK_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
       s->_r[0] = 1;
+      return hak_config.thp == HAK_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
     }
   }
-  if (hak_config.thp != HAK_THP_AUTO || s->_r[0] || used_slices < THP_DENSE_SLICES) return;
+  if (hak_config.thp != HAK_THP_AUTO || s->_r[0] || used_slices < THP_DENSE_SLICES) return 0;
   s->_r[0] = 1;
-  thp_advise(s, HAK_SEG_SIZE, MADV_HUGEPAGE);
+  return MADV_HUGEPAGE;
 }
+
+void os_segment_advise(void *seg, int advice) { thp_advise(seg, HAK_SEG_SIZE, advice); }

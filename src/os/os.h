@@ -31,7 +31,8 @@ void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping mad
  * (HAKMEM_HUGE_PAGES, HAKMEM_THP); and the hook that advises THP once a
  * segment is dense (HAKMEM_THP=auto). Both run under the segment's shard lock. */
 void  *os_map_segment(void) HAK_HIDDEN;
-void   os_segment_in_use(void *seg, unsigned used_slices) HAK_HIDDEN;
+int    os_segment_in_use(void *seg, unsigned used_slices) HAK_HIDDEN;
+void   os_segment_advise(void *seg, int advice) HAK_HIDDEN;
 /* reserve.c: a 2 MiB segment-aligned range of fresh memory, uncounted, cut
  * from address space reserved several segments at a time (NULL when the
  * kernel refuses even one); and giving back the reserved rest (true if

@@ -307,7 +307,13 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
   ADD(hak_seg_books.cut, (size_t)n << HAK_SLICE_SHIFT);
   if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
   s->free_mask &= ~run;
-  os_segment_in_use(s, HAK_SLICES - pop32(s->free_mask)); /* HAKMEM_THP=auto */
+  int advice = os_segment_in_use(s, HAK_SLICES - pop32(s->free_mask)); /* HAKMEM_THP=auto */
+  if (HAK_UNLIKELY(advice)) {
+    /* One claim per lock hold (a page cut, a large page grown): the slot
+     * is free. Were it not, the advice would go now, under the lock. */
+    if (sh->advise) os_segment_advise(s, advice);
+    else sh->advise = s, sh->advice = advice;
+  }
   SUB(hak_seg_books.free, mask_bytes(run));
   SUB(sh->free_slices, n);
   SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask & run));

@@ -1,12 +1,33 @@
 /* shard.h — internal to src/segment: the shards' records and the
  * process-wide books (free, dirty, returned bytes) that segment.c (mapping
  * segments, cutting and freeing pages) and purge.c (the dirty budget, the
- * purge deadline, trim) share, with the slice-mask arithmetic both use. */
+ * purge deadline, trim) share, with the slice-mask arithmetic both use.
+ *
+ * Waits for a shard lock. page_steal's wait for another shard's lock is
+ * bounded by time, then the stealer maps a segment of its own (segment.c).
+ * The other waits spin, then yield, with no bound of their own: a thread's
+ * own shard (page_alloc_once, segment_pages_free, segment_pages_free_purged,
+ * large_run.c's run_grow, the stealer's take once it has the lock), and
+ * malloc_trim's and the purge-everything pass's wait for each shard
+ * (purge.c; the purge deadline only tries). They are bounded by the
+ * holder's critical section, which is bounded:
+ *  - no system call under a shard lock in the fast and standard builds:
+ *    segments are mapped with no lock (seg_map.c) and unmapped, and given
+ *    their transparent-huge-page advice, by shard_unlock after the release;
+ *    purges madvise with their slices out of the free mask and the lock
+ *    dropped (purge.c). Left: the secure build's guard mprotects when a
+ *    page is cut over slices that hold guards (page_init's seg_guards_open).
+ *  - bounded work: the returned stack taken with one exchange and its pages
+ *    freed (each page is on one stack once), one walk of the shard's
+ *    segment list (page_alloc_locked), and for trim and purge one pass over
+ *    the shard's segments, each of 32 slices.
+ * So a waiter waits longer only while a holder is preempted inside. */
 #ifndef HAK_SEGMENT_SHARD_H
 #define HAK_SEGMENT_SHARD_H
 
 #include "segment/segment.h"
 #include "os/lock.h"
+#include "os/os.h"
 
 #define ALL_SLICES 0xffffffffu
 
@@ -28,6 +49,8 @@ typedef struct seg_shard {
   _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
   seg_purge_out_t out;               /* under the lock */
   hak_segment_t *doomed;             /* under the lock: unmapped by shard_unlock, after it (segment.c) */
+  hak_segment_t *advise;             /* under the lock: madvised by shard_unlock, after it, with */
+  int advice;                        /* this (os_segment_in_use; seg_run_claim_locked) */
 } __attribute__((aligned(64))) seg_shard_t;
 
 extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
@@ -61,17 +84,24 @@ HAK_INLINE void shard_lock(seg_shard_t *sh) { hak_lock_local(&sh->lock); }
 
 /* Segments detached under the lock (seg_unmap_if_safe) are unmapped after
  * it is released: no munmap under a shard lock (segment.c, "Mapping and
- * unmapping"). Every release of a shard lock goes through here. */
+ * unmapping"); nor the transparent-huge-page advice a page cut made due
+ * (HAKMEM_THP=auto, or a segment mapped before the options were read). The
+ * advised segment holds the page just cut, which its cutter has not handed
+ * out yet, so it is still mapped when the advice goes. Every release of a
+ * shard lock goes through here. */
 void seg_unmap_doomed(hak_segment_t *list) HAK_HIDDEN;
 HAK_INLINE void shard_unlock(seg_shard_t *sh) {
-  hak_segment_t *doomed = sh->doomed;
-  if (HAK_LIKELY(!doomed)) {
+  hak_segment_t *doomed = sh->doomed, *advise = sh->advise;
+  if (HAK_LIKELY(!doomed && !advise)) {
     hak_unlock(&sh->lock);
     return;
   }
+  int advice = sh->advice;
   sh->doomed = NULL;
+  sh->advise = NULL;
   hak_unlock(&sh->lock);
-  seg_unmap_doomed(doomed);
+  if (advise) os_segment_advise(advise, advice);
+  if (doomed) seg_unmap_doomed(doomed);
 }
 
 #if HAK_SECURE
