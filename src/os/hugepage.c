@@ -113,18 +113,22 @@ void *os_map_segment(void) {
  * segment mapped before the options were read (an allocation during
  * start-up, e.g. by a sanitizer's runtime) got neither advice nor hugetlb
  * accounting when mapped (_r[1] is 0): it gets them here, at its next page,
- * like any other. _r[0]: advised. Makes no system call: returns the advice
- * the segment is due (marked given), or 0; the caller gives it with
- * os_segment_advise once the lock is released (shard.h, shard_unlock):
- * madvise(MADV_HUGEPAGE) takes the process's memory-map lock for writing. */
+ * like any other (then under the lock: once per such segment, and before
+ * the page is written). _r[0]: advised. HAKMEM_THP=auto's advice for a
+ * segment that became dense is not given here: it is returned (marked
+ * given; 0 if none is due) and the caller gives it with os_segment_advise
+ * once the lock is released (shard.h, shard_unlock): madvise takes the
+ * process's memory-map lock for writing. */
 int os_segment_in_use(void *seg, unsigned used_slices) {
   hak_segment_t *s = seg;
   if (HAK_UNLIKELY(!s->_r[1] && hak_config.loaded)) {
     s->_r[1] = 1;
     if (hak_config.huge_pages) HAK_OS_STAT_INC(HAK_EV_HUGETLB_FALLBACK); /* has normal pages */
     if (!s->_r[0] && (hak_config.thp == HAK_THP_ALWAYS || hak_config.thp == HAK_THP_NEVER)) {
+      /* once per such segment, before the page's first write (which
+       * would give the range a 4 KiB page table): here, under the lock */
+      thp_advise(s, HAK_SEG_SIZE, hak_config.thp == HAK_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
       s->_r[0] = 1;
-      return hak_config.thp == HAK_THP_ALWAYS ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
     }
   }
   if (hak_config.thp != HAK_THP_AUTO || s->_r[0] || used_slices < THP_DENSE_SLICES) return 0;

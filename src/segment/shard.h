@@ -16,7 +16,9 @@
  *    their transparent-huge-page advice, by shard_unlock after the release;
  *    purges madvise with their slices out of the free mask and the lock
  *    dropped (purge.c). Left: the secure build's guard mprotects when a
- *    page is cut over slices that hold guards (page_init's seg_guards_open).
+ *    page is cut over slices that hold guards (page_init's seg_guards_open),
+ *    and THP=always/never's advice for a segment mapped before the options
+ *    were read (once per such segment, at start-up: os_segment_in_use).
  *  - bounded work: the returned stack taken with one exchange and its pages
  *    freed (each page is on one stack once), one walk of the shard's
  *    segment list (page_alloc_locked), and for trim and purge one pass over
