@@ -41,7 +41,12 @@ def summarize(workloads, allocators, runs, syscalls):
                  "wall": median([r.wall for r in good]) if good else float("nan"),
                  "checksum": good[0].fields["checksum"] if good else None,
                  "errors": sorted(set(r.error for r in rs if not r.ok)),
-                 "values": ops}
+                 "values": ops,
+                 # Round by round (None where the run failed): the runs of
+                 # round i alternated with the other allocators' round i, so
+                 # the targets compare them as pairs.
+                 "rounds": [r.fields["ops_per_sec"] if r.ok else None for r in rs],
+                 "rss_rounds": [r.peak_rss_kb if r.ok else None for r in rs]}
             # The bytes the program itself held at its peak (bench_prodcons):
             # the same work under every allocator, shown beside the RSS.
             lives = [r.fields.get("peak_live_kb") for r in good]

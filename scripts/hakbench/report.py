@@ -211,8 +211,11 @@ def build_tables(workloads, allocators, summary):
                  + markdown_table(["workload: figure"] + names, fig_rows))
     targets = targets_table(workloads, names, summary, markdown_table)
     if targets:
-        main += ("\n\nThe issues' targets, judged on this run's medians (ratio to the fastest "
-                 "of the named peers, which is in brackets):\n\n" + targets)
+        main += ("\n\nThe issues' targets, judged on this run's paired ratios: the median "
+                 "over the rounds of HAKMEM's throughput over that of the fastest of the "
+                 "named peers (in brackets) in the same round, then the ratio of the two "
+                 "medians; peak RSS as medians, MB, and the median of the paired ratios "
+                 "HAKMEM/mimalloc (at most 1 meets the target):\n\n" + targets)
     if sys_table and any(c.endswith("*") for r in sys_rows for c in r):
         sys_table += ("\n\n\\* the shorter run made more calls than the longer one (bursty, "
                       "scheduling-dependent): average over the whole longer run instead")
