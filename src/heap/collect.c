@@ -189,12 +189,17 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  *     heap fences its pages (remote.c): a word that is not 0 means frees
  *     queued on the owner's stack or a signal on its way there, and the page
  *     stays. After the CAS every remote free into it is silent;
- *   - the caller stores itself as owner, then takes the remote word
+ *   - the caller becomes the owner still under the old owner's lock
+ *     (heap_page_give), then, under its own, takes the remote word
  *     (heap_page_adopted): frees pushed silently in between come with it,
  *     and the next one signals the new owner;
  *   - blocks of the page in the old owner's caches are used, as they were;
- *     its flush finds the new owner and sends them back remotely, as any
- *     thread's.
+ *     its flush (under its lock, so after the hand-over) finds the new
+ *     owner and sends them back remotely, as any thread's. Were the owner
+ *     stored only at the adoption, a flush between the two steps took the
+ *     page for its own and pushed onto its local free list while the
+ *     caller took the remote frees into it: lost blocks, a page retired
+ *     with blocks out, a block handed out twice (test_page_give).
  * A caller preempted between the two steps holds a fenced page nobody else
  * can reach (frees into it pile up silently): like an abandoned page, only
  * until it runs again. fork: the hand-over runs inside collect_enter, as a
@@ -232,7 +237,7 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
           h->retire_stamp = 0;
           h->retire_stash = false;
         }
-        got = heap_page_give(h, cls);
+        got = heap_page_give(h, cls, self);
       }
       heap_unlock(h);
     }

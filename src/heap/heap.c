@@ -499,14 +499,23 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
 }
 
 /* Collector side, o->lock held (heap/collect.c, "Pages to a peer"): a page
- * of class cls whose freed blocks o can spare, off o's lists and fenced
- * (its remote word moved from 0 to the queued bit), or NULL. An empty page
- * at any place in the list; one with blocks out only behind o's current
- * page and not the page of o's pending list, which o's owner pops without
- * its lock and gives back under it (heap_return_pending). At most
- * GIVE_SCAN pages are looked at. */
+ * of class cls whose freed blocks o can spare, off o's lists, fenced (its
+ * remote word moved from 0 to the queued bit) and owned by `to` from now
+ * on, or NULL. An empty page at any place in the list; one with blocks out
+ * only behind o's current page and not the page of o's pending list, which
+ * o's owner pops without its lock and gives back under it
+ * (heap_return_pending). At most GIVE_SCAN pages are looked at.
+ * The owner changes here, under o's lock, not when `to` adopts the page
+ * after that lock is released: o's owner frees the page's blocks that sit
+ * in its caches under that lock (heap_return_blocks), and a page whose
+ * owner still said o went onto the local free list as o's, while `to` took
+ * its remote frees into the same list, both writing the list head and the
+ * used count (test_page_give; test_mt_stress under UBSan, 2 runs in 112:
+ * a live block read as a free-list link, a live block whose page had
+ * retired). From the store on, o's frees of its blocks go to the page's
+ * remote list, silently (the queued bit), and `to` takes them on adoption. */
 #define GIVE_SCAN 8
-hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls) {
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to) {
   hak_page_list_t *l = &o->avail[cls];
   /* The last block of the class's latest pending list, maybe long gone:
    * compared with each page's range, never read (its segment may be gone). */
@@ -522,6 +531,7 @@ hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls) {
       continue; /* frees on their way to o, or o's signal */
     page_unkeep(o, p);
     list_remove(l, p);
+    atomic_store_explicit(&p->owner, to, memory_order_release);
     return p;
   }
   atomic_store_explicit(&o->spare[cls], 0, memory_order_relaxed);

@@ -244,8 +244,9 @@ bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
  * pages were left because the owner was active: look again later. */
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) HAK_HIDDEN;
 /* Collector side, o->lock held: a page of class cls with free blocks that
- * o can spare, off o's lists and fenced for adoption, or NULL. */
-hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls) HAK_HIDDEN;
+ * o can spare, off o's lists, fenced for adoption and owned by `to` (which
+ * adopts it next: heap_page_adopted), or NULL. */
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to) HAK_HIDDEN;
 /* Bytes of empty pages on the calling thread's page lists (tests). */
 size_t heap_thread_kept_bytes(void) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
