@@ -563,8 +563,9 @@ class ReportTest(unittest.TestCase):
         self.assertIn("Median peak resident memory", main)
         self.assertIn("| stress | 10.0 | 12.0 | 5.0 | 11.0 |", main)
         # fast: 1.20 and 10 <= 11 MB; standard: 1.05 < 1.10 and 12 > 11 MB
-        self.assertIn("| 1.20 (mimalloc), RSS 10.0/11.0 MB | 1.05 (mimalloc), RSS 12.0/11.0 MB"
-                      " | no |", main)
+        # (the median of paired ratios first, the ratio of the medians beside it: 2bef928)
+        self.assertIn("| 1.20 (mimalloc; medians 1.20), RSS 10.0/11.0 MB (paired 0.909)"
+                      " | 1.05 (mimalloc; medians 1.05), RSS 12.0/11.0 MB (paired 1.091) | no |", main)
         from hakbench import targets
         self.assertEqual(targets.check(summary, "stress", "hakmem", "debian", 1.10, True,
                                        names)[1], True)
