@@ -1,19 +1,24 @@
 /* test_borrow - a class with no free block, refilled BORROW_RUN times since
  * its last flush (a class the thread allocates and others free), takes one
- * freed block of the next classes' pending lists before it grows
- * (heap/thread.c, "Borrowing"):
+ * freed block of a larger class's pending list (the nearest one, up to twice
+ * its size) before it grows (heap/thread.c, "Borrowing"):
  *   - borrow:  the 144 B class allocated without frees while the 160 B class
  *              has a pending list: a malloc hands out a block of that list
  *              (its usable size 160 B), after at least BORROW_RUN refills,
  *              and the class's own blocks all come from one page;
- *   - grow:    with no pending list in the next two classes, mallocs get
- *              blocks of their own class, as before;
- *   - align:   a block is borrowed only if it is aligned as the class's own
- *              blocks are (aligned_alloc takes a class whose size is a
- *              multiple of the alignment): for the 1024 B class, whose next
- *              class's pending list starts with a block not at a multiple of
- *              1024, aligned_alloc(1024) and malloc(1000) get blocks of
- *              their own class, all aligned.
+ *   - far:     the 512 B class borrows from the 1024 B class (8 classes
+ *              above, twice its size) when no class in between has a pending
+ *              list, and never from the 1152 B class (more than twice);
+ *   - grow:    with no pending list in any class up to twice the size,
+ *              mallocs get blocks of their own class, as before;
+ *   - align:   a malloc takes any block of a lender (all lie at multiples of
+ *              16 B), but an aligned request never takes a borrowed block
+ *              (aligned_alloc takes a class whose size is a multiple of the
+ *              alignment; only the class's own blocks are aligned so): for
+ *              the 384 B class, whose lender's (416 B) pending list starts
+ *              with a block not at a multiple of 128, aligned_alloc(128, 384)
+ *              gets blocks of its own class, all aligned, and malloc(384)
+ *              gets the lender's block.
  * The secure build does not borrow (its blocks record their requested size
  * in their class's layout): the test says so and ends.
  * Linked with libhakmem.a, to build pending lists and to read pages.
@@ -100,10 +105,41 @@ int main(void) {
     for (unsigned i = 0; i < nmine; i++) CHECK(page_of(mine[i]) == cp, "a second page of the %u B class", hak_class_size[c]);
     for (unsigned i = 0; i < nmine; i++) free(mine[i]);
 
+    /* far: the nearest lender is 8 classes up */
+    unsigned f = size_class_of(512), fl = size_class_of(1024), fx = size_class_of(1152);
+    CHECK(hak_class_size[f] == 512 && hak_class_size[fl] == 1024 && hak_class_size[fx] == 1152,
+          "classes of 512, 1024 and 1152 B expected");
+    for (unsigned x = f; x <= fx; x++)
+        CHECK(class_untouched(h, x), "the class of %u B was used before the test", hak_class_size[x]);
+    make_pending(h, fx, &out2); /* more than twice 512 B: never a lender of the 512 B class */
+    unsigned nf = 0;
+    for (; nf < 300; nf++) {
+        mine[nf] = malloc(512);
+        CHECK(mine[nf] && page_of(mine[nf])->cls == f, "malloc(512) with only a 1152 B lender gave a block of class %u",
+              mine[nf] ? page_of(mine[nf])->cls : 0);
+    }
+    void *out3;
+    make_pending(h, fl, &out3);
+    hak_pend_t *fq = pend_of(&hak_tls, fl);
+    unsigned fn = fq->n, fgot = 0;
+    for (; nf < N && !fgot; nf++) {
+        mine[nf] = malloc(512);
+        CHECK(mine[nf] != NULL, "malloc(512) failed");
+        if (page_of(mine[nf])->cls != f) {
+            CHECK(page_of(mine[nf])->cls == fl, "malloc(512) borrowed a block of class %u, not the 1024 B one",
+                  page_of(mine[nf])->cls);
+            fgot = nf;
+        }
+    }
+    CHECK(fgot && fq->n == fn - 1, "%u mallocs of 512 B never borrowed from the 1024 B class's pending list", nf);
+    for (unsigned i = 0; i < nf; i++) free(mine[i]);
+    heap_return_pending(h, fq);
+    heap_return_pending(h, pend_of(&hak_tls, fx));
+
     /* grow: no lender */
-    unsigned g = size_class_of(400);
-    CHECK(class_untouched(h, g) && !pend_of(&hak_tls, g + 1)->head && !pend_of(&hak_tls, g + 2)->head,
-          "the classes of 400 B and up were used before the test");
+    unsigned g = size_class_of(1300);
+    for (unsigned x = g; x < HAK_NCLASSES && hak_class_size[x] <= 2 * hak_class_size[g]; x++)
+        CHECK(class_untouched(h, x), "the class of %u B was used before the test", hak_class_size[x]);
     for (unsigned i = 0; i < 200; i++) {
         mine[i] = malloc(hak_class_size[g]);
         CHECK(mine[i] && page_of(mine[i])->cls == g, "malloc(%u) with no lender gave a block of class %u, not %u",
@@ -111,29 +147,45 @@ int main(void) {
     }
     for (unsigned i = 0; i < 200; i++) free(mine[i]);
 
-    /* align */
-    unsigned a = size_class_of(1024);
-    CHECK(hak_class_size[a] == 1024 && class_untouched(h, a) && class_untouched(h, a + 1) && class_untouched(h, a + 2),
-          "the classes of 1024 B and up were used before the test");
-    make_pending(h, a + 1, &out2);
+    /* align: the 384 B class, its lender's pending list headed by a block off a multiple of 128 */
+    unsigned a = size_class_of(384);
+    CHECK(hak_class_size[a] == 384 && hak_class_size[a + 1] == 416 && class_untouched(h, a) && class_untouched(h, a + 1),
+          "the classes of 384 and 416 B were used before the test");
+    void *out4;
+    make_pending(h, a + 1, &out4);
     q = pend_of(&hak_tls, a + 1);
     void *held[K];
     unsigned nheld = 0;
-    while (q->head && ((uintptr_t)q->head & 1023) == 0) held[nheld++] = malloc(hak_class_size[a + 1]); /* pops the head */
-    CHECK(q->head != NULL, "no block of %u B off a multiple of 1024 on the pending list", hak_class_size[a + 1]);
-    for (unsigned i = 0; i < 200; i++) {
-        mine[i] = i & 1 ? malloc(1000) : aligned_alloc(1024, 1024);
-        CHECK(mine[i] && page_of(mine[i])->cls == a && ((uintptr_t)mine[i] & 1023) == 0,
-              "with a misaligned lender, block %p of class %u (not %u)", mine[i], mine[i] ? page_of(mine[i])->cls : 0, a);
+    while (q->head && ((uintptr_t)q->head & 127) == 0) held[nheld++] = malloc(hak_class_size[a + 1]); /* pops the head */
+    CHECK(q->head != NULL, "no block of %u B off a multiple of 128 on the pending list", hak_class_size[a + 1]);
+    void *odd = q->head;
+    static void *plain[N];
+    unsigned na = 0, agot = 0;
+    for (; na < N / 2 && !agot; na++) {
+        mine[na] = aligned_alloc(128, 384);
+        CHECK(mine[na] && page_of(mine[na])->cls == a && ((uintptr_t)mine[na] & 127) == 0,
+              "aligned_alloc(128, 384) with a misaligned lender: block %p of class %u (not %u)", mine[na],
+              mine[na] ? page_of(mine[na])->cls : 0, a);
+        plain[na] = malloc(384);
+        CHECK(plain[na] != NULL, "malloc(384) failed");
+        if (plain[na] == odd) agot = na + 1;
+        else CHECK(page_of(plain[na])->cls == a, "malloc(384) borrowed block %p of class %u, not the pending list's head %p",
+                   plain[na], page_of(plain[na])->cls, odd);
     }
-    for (unsigned i = 0; i < 200; i++) free(mine[i]);
+    CHECK(agot, "%u mallocs of 384 B never borrowed the misaligned block %p of the %u B class's pending list", na, odd,
+          hak_class_size[a + 1]);
+    for (unsigned i = 0; i < na; i++) free(mine[i]), free(plain[i]);
     for (unsigned i = 0; i < nheld; i++) free(held[i]);
+    heap_return_pending(h, q);
     heap_return_blocks(h, &out1, 1);
     heap_return_blocks(h, &out2, 1);
+    heap_return_blocks(h, &out3, 1);
+    heap_return_blocks(h, &out4, 1);
 
     printf("test_borrow: OK: after %u refills with nothing freed the %u B class took a block of the %u B class's pending "
-           "list, on one page of its own; without a lender it cut pages as before; a misaligned lender was left for the "
-           "1024 B class\n", refills, hak_class_size[c], hak_class_size[l]);
+           "list, on one page of its own; the 512 B class borrowed from the 1024 B class (never the 1152 B one); "
+           "without a lender it cut pages as before; malloc(384) took a misaligned lender's block (round %u), "
+           "aligned_alloc(128, 384) never\n", refills, hak_class_size[c], hak_class_size[l], agot);
     return 0;
 #endif
 }

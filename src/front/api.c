@@ -61,7 +61,16 @@ static void *aligned_core(size_t align, size_t size) {
     size_t need = size + HAK_TAIL; /* secure build: room for the repeat and the next word */
     unsigned cls = size_class_of(need < align ? align : need);
     while (cls < HAK_NCLASSES && (hak_class_size[cls] & (align - 1))) cls++;
-    if (cls < HAK_NCLASSES && hak_class_size[cls] <= HAK_ALIGN_CLASS_MAX) return alloc_class_n(cls, size);
+    if (cls < HAK_NCLASSES && hak_class_size[cls] <= HAK_ALIGN_CLASS_MAX) {
+      /* Only the class's own blocks are aligned so: its refill may not
+       * hand out a borrowed block (heap/thread.c, "Borrowing"). Restored,
+       * not cleared: a signal handler's aligned_alloc may run inside ours. */
+      uint8_t was = hak_tls.aligned;
+      hak_tls.aligned = 1;
+      void *p = alloc_class_n(cls, size);
+      hak_tls.aligned = was;
+      return p;
+    }
   }
   void *p = alloc_large_n(size, align, false);
   return p ? p : fail_enomem();

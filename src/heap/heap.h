@@ -48,6 +48,10 @@ typedef struct hak_tls {
   hak_bin_t   bins[HAK_NCLASSES + 2];
   hak_heap_t *heap;
   uint32_t    state;
+  /* Set while an aligned request (front/api.c) takes a block of its class:
+   * a refill then does not borrow (thread.c, "Borrowing"). In the padding
+   * after `state`: the TLS block keeps its size. */
+  uint8_t     aligned;
 } hak_tls_t;
 
 HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls + 1]; }
