@@ -6,15 +6,28 @@
  *
  * The table: open addressing with linear probing and backward-shift
  * deletion, mapped from the OS (never through malloc), doubled at half
- * full, under one lock (huge_lock). `live` counts its entries: free() and
- * realloc() look at the table only when it is non-zero (a relaxed load on
- * their paths for huge and over-aligned blocks, never on the fast path).
+ * full, under one lock (heap_huge_lock). `live` counts its entries: free()
+ * and realloc() look at the table only when it is non-zero (a relaxed load
+ * on their paths for huge and over-aligned blocks, never on the fast path).
  *
- * Lock order: huge_lock before the large-block and segment locks (destroy
- * frees the blocks under it); it is never taken under another allocator
- * lock. Fork: the prepare handler takes it first and the child resets it.
- * A thread preempted while holding it delays only frees of huge blocks
- * while heaps hold some, and heap teardown. Thread exit: nothing. */
+ * heap_huge_lock (process-wide) is taken per huge or over-aligned block of a
+ * first-class heap (alloc, and free/realloc while any heap holds one), per
+ * hak_heap_destroy/delete, never on a path of the thread heaps. No system
+ * call under it: a bigger table is mapped with the lock dropped and the old
+ * one unmapped after the release (heap_huge_alloc; a thread that finds the
+ * table grown meanwhile unmaps its own and looks again), and destroy frees
+ * the heap's blocks (munmap, the huge cache's madvise) in batches taken off
+ * the table under the lock and freed after it (heap_huge_release). Work
+ * under it: a probe run of a table at most half full, a rehash into the
+ * doubled table (amortised O(1) per entry), or one scan of the table per
+ * RELEASE_BATCH blocks of a destroyed heap.
+ *
+ * Lock order: heap_huge_lock is a leaf; it is never taken under another
+ * allocator lock, and nothing else is taken under it. Fork: the prepare
+ * handler takes it first and the child resets it; a table mapped by a
+ * thread that has the lock dropped at the fork is address space lost to
+ * the child. A thread preempted while holding it delays only frees of huge
+ * blocks while heaps hold some, and heap teardown. Thread exit: nothing. */
 #include "front/heap_huge.h"
 #include "front/front.h"
 #include "guard/registry.h"
@@ -22,7 +35,7 @@
 #include "os/lock.h"
 #include "os/os.h"
 
-static hak_lock_t huge_lock = HAK_LOCK_NAMED("heap_huge");
+hak_lock_t heap_huge_lock = HAK_LOCK_NAMED("heap_huge");
 static _Atomic(size_t) live;
 
 typedef struct { void *block; hak_heap_t *heap; } entry_t;
@@ -47,19 +60,19 @@ static void put(entry_t *t, size_t c, void *p, hak_heap_t *h) {
   t[i].heap = h;
 }
 
-/* Room for one more entry; false when the OS refuses memory. */
-static bool reserve(void) {
-  size_t n = atomic_load_explicit(&live, memory_order_relaxed);
-  if (cap && 2 * (n + 1) <= cap) return true;
-  size_t nc = cap ? 2 * cap : 64;
-  entry_t *nt = os_map(nc * sizeof(entry_t));
-  if (!nt) return false;
+HAK_INLINE bool has_room(void) {
+  return cap && 2 * (atomic_load_explicit(&live, memory_order_relaxed) + 1) <= cap;
+}
+
+/* heap_huge_lock held, spare (spare_cap entries) mapped by the caller: the
+ * table moves into it; returns the old one, to unmap after the release. */
+static entry_t *grow_into(entry_t *spare, size_t spare_cap) {
+  entry_t *old = table;
   for (size_t i = 0; i < cap; i++)
-    if (table[i].block) put(nt, nc, table[i].block, table[i].heap);
-  if (table) os_unmap(table, cap * sizeof(entry_t));
-  table = nt;
-  cap = nc;
-  return true;
+    if (table[i].block) put(spare, spare_cap, table[i].block, table[i].heap);
+  table = spare;
+  cap = spare_cap;
+  return old;
 }
 
 static size_t find(const void *p) {
@@ -94,13 +107,37 @@ static void remove_at(size_t i) {
 void *heap_huge_alloc(hak_heap_t *h, size_t n, size_t align, bool zero) {
   void *p = alloc_large_n(n, align, zero); /* secure build: sealed */
   if (!p) return NULL;
-  hak_lock(&huge_lock);
-  bool ok = reserve();
+  entry_t *spare = NULL, *old = NULL;
+  size_t spare_cap = 0, old_cap = 0;
+  bool ok = true;
+  hak_lock(&heap_huge_lock);
+  while (!has_room()) {
+    size_t want = cap ? 2 * cap : 64;
+    if (spare && spare_cap == want) {
+      old_cap = cap;
+      old = grow_into(spare, spare_cap);
+      spare = NULL;
+      break; /* doubled from at most half full: room */
+    }
+    /* A table of the size due, mapped without the lock; one of the wrong
+     * size (another thread grew the table meanwhile) goes back. */
+    hak_unlock(&heap_huge_lock);
+    if (spare) os_unmap(spare, spare_cap * sizeof(entry_t));
+    spare = os_map(want * sizeof(entry_t));
+    spare_cap = want;
+    hak_lock(&heap_huge_lock);
+    if (!spare) {
+      ok = false;
+      break;
+    }
+  }
   if (ok) {
     put(table, cap, p, h);
     atomic_fetch_add_explicit(&live, 1, memory_order_relaxed);
   }
-  hak_unlock(&huge_lock);
+  hak_unlock(&heap_huge_lock);
+  if (old) os_unmap(old, old_cap * sizeof(entry_t));
+  if (spare) os_unmap(spare, spare_cap * sizeof(entry_t));
   if (!ok) {
     large_free_any(p);
     return NULL;
@@ -112,39 +149,48 @@ HAK_INLINE bool any_live(void) { return atomic_load_explicit(&live, memory_order
 
 void heap_huge_forget(const void *p) {
   if (HAK_LIKELY(!any_live())) return;
-  hak_lock(&huge_lock);
+  hak_lock(&heap_huge_lock);
   size_t i = find(p);
   if (i != SIZE_MAX) remove_at(i);
-  hak_unlock(&huge_lock);
+  hak_unlock(&heap_huge_lock);
 }
 
 hak_heap_t *heap_huge_owner(const void *p) {
   if (HAK_LIKELY(!any_live())) return NULL;
-  hak_lock(&huge_lock);
+  hak_lock(&heap_huge_lock);
   size_t i = find(p);
   hak_heap_t *h = i != SIZE_MAX ? table[i].heap : NULL;
-  hak_unlock(&huge_lock);
+  hak_unlock(&heap_huge_lock);
   return h;
 }
 
+/* destroy: the blocks taken off the table under the lock RELEASE_BATCH at a
+ * time, then freed without it (a free may munmap); a pass that takes fewer
+ * has scanned the whole table, and no block of h is left on it (h is being
+ * torn down: nothing adds to it). */
+#define RELEASE_BATCH 64
 size_t heap_huge_release(hak_heap_t *h, bool free_them) {
   size_t n = 0;
-  if (!any_live()) return 0;
-  hak_lock(&huge_lock);
-  for (size_t i = 0; i < cap;) {
-    if (table[i].block && table[i].heap == h) {
-      void *p = table[i].block;
-      remove_at(i); /* an entry from further on may move into i: look again */
-      if (free_them) large_free_any(p);
-      n++;
-    } else {
-      i++;
+  void *batch[RELEASE_BATCH];
+  while (any_live()) {
+    unsigned k = 0;
+    hak_lock(&heap_huge_lock);
+    for (size_t i = 0; i < cap && k < RELEASE_BATCH;) {
+      if (table[i].block && table[i].heap == h) {
+        if (free_them) batch[k++] = table[i].block;
+        remove_at(i); /* an entry from further on may move into i: look again */
+        n++;
+      } else {
+        i++;
+      }
     }
+    hak_unlock(&heap_huge_lock);
+    for (unsigned j = 0; j < k; j++) large_free_any(batch[j]);
+    if (k < RELEASE_BATCH) break;
   }
-  hak_unlock(&huge_lock);
   return n;
 }
 
-void heap_huge_atfork_prepare(void) { hak_lock_fork(&huge_lock); }
-void heap_huge_atfork_parent(void) { hak_unlock_fork(&huge_lock); }
-void heap_huge_atfork_child(void) { hak_lock_reset(&huge_lock); }
+void heap_huge_atfork_prepare(void) { hak_lock_fork(&heap_huge_lock); }
+void heap_huge_atfork_parent(void) { hak_unlock_fork(&heap_huge_lock); }
+void heap_huge_atfork_child(void) { hak_lock_reset(&heap_huge_lock); }

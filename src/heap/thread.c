@@ -1,7 +1,18 @@
 /* thread.c — a thread's heap over its life: created on the thread's first
  * allocation, its caches refilled and flushed, torn down at thread exit. Also
  * the shared heap, which serves allocations no thread heap can (during
- * start-up recursion, and from TLS destructors that run after ours). */
+ * start-up recursion, and from TLS destructors that run after ours).
+ *
+ * shared_lock (process-wide) is taken per allocation from the shared heap,
+ * which has no thread cache: start-up recursion, and threads past their
+ * exit (TLS destructors that run after ours). No thread with a live heap
+ * takes it. Under it heap_take runs on the shared heap (under that heap's
+ * own lock too): a class's page lists, and when they are empty a new page
+ * (heap_page_new), which may map a segment: the one system call that can
+ * run under it, at most once per page that the shared heap cuts, as under
+ * any heap's lock in a refill (the shard locks are released by then:
+ * segment/shard.h). Left so: those callers are rare after start-up, and a
+ * wait for it is bounded by one refill. */
 #include "heap/heap.h"
 #include "heap/pool.h"
 #include "heap/size_class.h"

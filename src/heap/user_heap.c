@@ -31,6 +31,14 @@
  * (lock-free) and the abandoned stacks (lock-free); no two heap locks are
  * ever held together, and no thread heap's lock is taken under one.
  *
+ * uheap_lock (process-wide) covers the list of live heaps and the pool of
+ * records: taken by hak_heap_new (twice: pool pop, list push; a record is
+ * mapped between them, without it), and by destroy and delete (begin:
+ * a walk of the list to check that the heap is live; finish: unlink, push
+ * on the pool). Never on an allocation or free path; no system call under
+ * it; its work is O(1) but for begin_teardown's walk, linear in the live
+ * first-class heaps.
+ *
  * Owner cache: the creating thread allocates from blocks reserved for it,
  * without the lock (protocol in heap/user_heap_oc.c; uheap_alloc refills it
  * under the lock, destroy and delete take it away first).

@@ -18,7 +18,15 @@
  * No process-wide lock is taken per large block: pages come from the
  * thread's page cache and the lock-free page exchange (segment/page_cache.c),
  * huge mappings from the lock-free huge cache, and the live counts are
- * atomics. Only the over-aligned list has a lock (its blocks are rare).
+ * atomics. Only the over-aligned list has a lock (its blocks are rare):
+ * overaligned_lock, process-wide, taken by the alloc (a push) and free of an
+ * over-aligned block, and, while the list is not empty, by the free,
+ * realloc and malloc_usable_size of any pointer that no registry test
+ * places (a walk of the list, to tell an over-aligned block from a foreign
+ * one). No system call under it: the mapping, its guard and its unmap are
+ * made outside. Its work is a walk of the list, linear in the live
+ * over-aligned blocks (alignments of 2 MiB and more: a few); never on a
+ * per-page or refill path.
  *
  * A cached mapping keeps its address range, not its memory: once idle for
  * purge_delay_ms its pages (all but the header page) go back with madvise,

@@ -10,7 +10,13 @@
  * (page retire, purge sweeps, huge-cache decisions, cache refills); a refill
  * that reads a cache capacity while it changes sees the old or the new
  * value, both valid. Caches may shrink at run time and grow back up to their
- * start-up size (a heap's slots are reserved then), not beyond. */
+ * start-up size (a heap's slots are reserved then), not beyond.
+ *
+ * set_lock (process-wide) serialises hak_option_set and nothing else: no
+ * allocation path takes it. Under it one field is stored, or for the cache
+ * sizes the caps of every class are derived and stored (one pass over the
+ * classes): bounded, no system call. A holder preempted delays only another
+ * hak_option_set. */
 #include "policy/config.h"
 #include "os/lock.h"
 

@@ -6,9 +6,12 @@
  * guard_mask), so a large page cut again with the same end (the common case:
  * a program that allocates and frees one size over and over) finds it there,
  * and costs no system call. A page cut over a slice with a guard inside its
- * run opens it first (seg_guards_open); a large page keeps the one at its
- * own end. Only the page's owner changes the bits of its slices (under the
- * shard lock, or holding the page), so the atomic AND is enough.
+ * run opens it (seg_guards_open), by its cutter once the shard lock is
+ * released and before the page is handed out (segment.c: no mprotect under
+ * a shard lock); a large page keeps the one at its own end. Only the page's
+ * owner changes the bits of its slices (holding the page: its run is out of
+ * the free mask, and the search for a guarded run reads free slices' bits
+ * only), so the atomic AND is enough.
  *
  * Resizing in place. A realloc that outgrows its large page (or the guard
  * that takes the run's last 4 KiB in the secure build) used to move the block

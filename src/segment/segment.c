@@ -99,9 +99,6 @@ static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
-#if HAK_SECURE
-  seg_guards_open(s, first, n, cls);
-#endif
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   uint8_t *start = first == 0 ? (uint8_t *)s + SLICE0_START : base;
   uint8_t *end = base + (size_t)n * HAK_SLICE_SIZE;
@@ -233,6 +230,22 @@ static hak_page_t *page_steal_warm(unsigned home, unsigned n, unsigned cls) {
   return NULL;
 }
 
+/* Secure build: the guards that freed large pages left inside the run of a
+ * page just cut (large_run.c) open after the shard lock is released: no
+ * mprotect under a shard lock. The cutter does it before it hands the page
+ * out, so no block of the page can be reached while a guard inside it is
+ * closed; until then the run is the cutter's alone (out of the free mask,
+ * the page not handed out), and the guard bits of its slices are changed
+ * only by their page's owner (large_run.c). page_init writes the page
+ * record and the slice map, none of the run's memory. */
+HAK_INLINE void page_guards_open(hak_page_t *pg, unsigned cls) {
+#if HAK_SECURE
+  seg_guards_open(segment_of(pg), pg->first_slice, pg->slice_count, cls);
+#else
+  (void)pg, (void)cls;
+#endif
+}
+
 static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, bool may_map, bool wait) {
   seg_shard_t *sh = &hak_seg_shards[shard];
   shard_lock(sh);
@@ -270,7 +283,10 @@ static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, boo
     shard_unlock(sh);
   }
 done:
-  if (pg) HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
+  if (pg) {
+    page_guards_open(pg, cls);
+    HAK_STAT_INC(HAK_EV_PAGE_ALLOC);
+  }
   return pg;
 }
 
@@ -281,6 +297,7 @@ unsigned segment_pages_alloc(unsigned shard, unsigned n, unsigned cls, hak_page_
   seg_drain_returned(sh);
   while (got < k && (out[got] = page_alloc_locked(sh, n, cls, false)) != NULL) got++;
   shard_unlock(sh);
+  for (unsigned i = 0; i < got; i++) page_guards_open(out[i], cls);
   HAK_STAT_ADD(HAK_EV_PAGE_ALLOC, got);
   return got;
 }
@@ -407,6 +424,7 @@ hak_page_t *segment_page_alloc(unsigned shard, unsigned n, unsigned cls) {
 
 void segment_page_reinit(hak_page_t *pg, unsigned cls) {
   bool zero = pg->known_zero; /* a page cut but never used stays known zero */
+  page_guards_open(pg, cls); /* no shard lock held: the page is the caller's */
   page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
   pg->known_zero = zero;
 }

@@ -11,14 +11,16 @@
  * malloc_trim's and the purge-everything pass's wait for each shard
  * (purge.c; the purge deadline only tries). They are bounded by the
  * holder's critical section, which is bounded:
- *  - no system call under a shard lock in the fast and standard builds:
- *    segments are mapped with no lock (seg_map.c) and unmapped, and given
- *    their transparent-huge-page advice, by shard_unlock after the release;
- *    purges madvise with their slices out of the free mask and the lock
- *    dropped (purge.c). Left: the secure build's guard mprotects when a
- *    page is cut over slices that hold guards (page_init's seg_guards_open),
- *    and THP=always/never's advice for a segment mapped before the options
- *    were read (once per such segment, at start-up: os_segment_in_use).
+ *  - no system call under a shard lock: segments are mapped with no lock
+ *    (seg_map.c) and unmapped, and given their transparent-huge-page
+ *    advice, by shard_unlock after the release; purges madvise with their
+ *    slices out of the free mask and the lock dropped (purge.c); the secure
+ *    build's guards inside a page's run open by its cutter after the
+ *    release, before the page is handed out (segment.c, page_guards_open),
+ *    and a large page's own guard closes outside the lock (large_run.c).
+ *    Left: THP=always/never's advice for a segment mapped before the
+ *    options were read (once per such segment, at start-up:
+ *    os_segment_in_use).
  *  - bounded work: the returned stack taken with one exchange and its pages
  *    freed (each page is on one stack once), one walk of the shard's
  *    segment list (page_alloc_locked), and for trim and purge one pass over
@@ -155,7 +157,8 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
 #if HAK_SECURE
 /* Large-block guards (large_run.c). A page of n slices from `first` for
  * class cls is cut: the guards inside its run open (a large page keeps the
- * one at its end). */
+ * one at its end). No shard lock held: the page is the caller's, not handed
+ * out yet (segment.c, page_guards_open). */
 void seg_guards_open(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) HAK_HIDDEN;
 /* sh locked: lowest start of a run of n free slices of s whose last slice
  * keeps a guard and no other slice of it does, or -1: a large page cut
