@@ -109,9 +109,9 @@ int main(int argc, char **argv) {
   CHECK(hak_option_set("tcache_max", 0) == 0, "caches off");
   run_churn();
   CHECK(hak_option_set("tcache_max", 129) == ERANGE && get("tcache_max") == 0, "grow beyond start-up: ERANGE");
-  CHECK(hak_option_set("tcache_bytes", 64 * 1024) == 0, "bytes up while max is 0 keeps caps within slots");
-  CHECK(hak_option_set("tcache_max", 128) == ERANGE, "with 64K bytes the caps exceed the start-up slots");
-  CHECK(hak_option_set("tcache_bytes", 32 * 1024) == 0 && hak_option_set("tcache_max", 128) == 0, "back to start-up");
+  CHECK(hak_option_set("tcache_bytes", 256 * 1024) == 0, "bytes up while max is 0 keeps caps within slots");
+  CHECK(hak_option_set("tcache_max", 128) == ERANGE, "with 256K bytes the caps exceed the start-up slots");
+  CHECK(hak_option_set("tcache_bytes", 128 * 1024) == 0 && hak_option_set("tcache_max", 128) == 0, "back to start-up");
   run_churn();
   CHECK(hak_option_set("stats", 2) == 0 && get("stats") == 2 && hak_option_set("stats", 0) == 0, "stats mode");
 

@@ -57,7 +57,7 @@ static const option_def_t options[] = {
    "report at exit on stderr: 1 (or text) the counters as text, json the hak_stats_json document"},
   {"HAKMEM_VERBOSE", OPT_COUNT, false, {0, 0, 0}, 0, 2, "level", NULL, FIELD(verbose),
    "1: print the effective value of every option on stderr at start-up; 2: with what each one means"},
-  {"HAKMEM_TCACHE_BYTES", OPT_SIZE, true, {KiB(32), KiB(16), KiB(4)}, 0, MiB(16), "bytes", NULL, FIELD(tcache_bytes),
+  {"HAKMEM_TCACHE_BYTES", OPT_SIZE, true, {KiB(128), KiB(16), KiB(4)}, 0, MiB(16), "bytes", NULL, FIELD(tcache_bytes),
    "bytes one per-thread size-class cache aims to hold; at run time only up to the start-up value"},
   {"HAKMEM_TCACHE_MAX", OPT_COUNT, true, {128, 96, 32}, 0, 1024, "blocks", NULL, FIELD(tcache_max),
    "most blocks one class cache holds (0 disables the caches); at run time only up to the start-up value"},
