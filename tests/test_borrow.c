@@ -10,7 +10,9 @@
  *              above, twice its size) when no class in between has a pending
  *              list, and never from the 1152 B class (more than twice);
  *   - grow:    with no pending list in any class up to twice the size,
- *              mallocs get blocks of their own class, as before;
+ *              mallocs get blocks of their own class, as before; so do
+ *              those of the 1408 B class with a pending list 3 classes up
+ *              (1792 B): above 1 KiB a lender is at most two classes up;
  *   - align:   a malloc takes any block of a lender (all lie at multiples of
  *              16 B), but an aligned request never takes a borrowed block
  *              (aligned_alloc takes a class whose size is a multiple of the
@@ -140,12 +142,16 @@ int main(void) {
     unsigned g = size_class_of(1300);
     for (unsigned x = g; x < HAK_NCLASSES && hak_class_size[x] <= 2 * hak_class_size[g]; x++)
         CHECK(class_untouched(h, x), "the class of %u B was used before the test", hak_class_size[x]);
+    void *out5;
+    make_pending(h, g + 3, &out5); /* above 1 KiB, a lender is at most two classes up */
     for (unsigned i = 0; i < 200; i++) {
         mine[i] = malloc(hak_class_size[g]);
-        CHECK(mine[i] && page_of(mine[i])->cls == g, "malloc(%u) with no lender gave a block of class %u, not %u",
+        CHECK(mine[i] && page_of(mine[i])->cls == g, "malloc(%u) with no lender in reach gave a block of class %u, not %u",
               hak_class_size[g], mine[i] ? page_of(mine[i])->cls : 0, g);
     }
     for (unsigned i = 0; i < 200; i++) free(mine[i]);
+    heap_return_pending(h, pend_of(&hak_tls, g + 3));
+    heap_return_blocks(h, &out5, 1);
 
     /* align: the 384 B class, its lender's pending list headed by a block off a multiple of 128 */
     unsigned a = size_class_of(384);
