@@ -210,6 +210,19 @@ static inline uint64_t ht_below(ht_rng *r, uint64_t n)
     return (uint64_t)(((unsigned __int128)ht_next(r) * n) >> 64);
 }
 
+/* steps random replacements over ws slots: each frees a random slot's block
+ * and puts fill's new one there (test_tcache_mid, test_tcache_big: the
+ * classes' cache counts walk between a refill and a flush). */
+static inline void ht_replace_steps(void **slot, unsigned ws, unsigned steps,
+                                    void *(*fill)(ht_rng *), ht_rng *r)
+{
+    for (unsigned s = 0; s < steps; s++) {
+        unsigned i = (unsigned)ht_below(r, ws);
+        free(slot[i]);
+        slot[i] = fill(r);
+    }
+}
+
 /* Pattern: the byte at offset i of a block with key k is byte (i % 8) of the
  * little-endian word  k ^ ((i / 8 + 1) * 0x9E3779B97F4A7C15). */
 static inline uint64_t ht_pat_word(uint64_t key, size_t wi)

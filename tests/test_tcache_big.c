@@ -48,17 +48,9 @@ int main(void) {
   ht_rng r = {11};
   for (unsigned i = 0; i < WS; i++) slot[i] = fill(&r);
   /* Caps grow on cold events: let them. */
-  for (unsigned s = 0; s < STEPS; s++) {
-    unsigned i = (unsigned)ht_below(&r, WS);
-    free(slot[i]);
-    slot[i] = fill(&r);
-  }
+  ht_replace_steps(slot, WS, STEPS, fill, &r);
   uint32_t before = hak_tls.heap->tick;
-  for (unsigned s = 0; s < STEPS; s++) {
-    unsigned i = (unsigned)ht_below(&r, WS);
-    free(slot[i]);
-    slot[i] = fill(&r);
-  }
+  ht_replace_steps(slot, WS, STEPS, fill, &r);
   uint32_t events = hak_tls.heap->tick - before;
   size_t big = 0;
   unsigned first = size_class_of(64 * 1024 + 1);

@@ -49,17 +49,9 @@ int main(void) {
   ht_rng r = {7};
   for (unsigned i = 0; i < WS; i++) slot[i] = fill(&r);
   /* Caps grow on cold events: let them. */
-  for (unsigned s = 0; s < STEPS; s++) {
-    unsigned i = (unsigned)ht_below(&r, WS);
-    free(slot[i]);
-    slot[i] = fill(&r);
-  }
+  ht_replace_steps(slot, WS, STEPS, fill, &r);
   uint32_t before = hak_tls.heap->tick;
-  for (unsigned s = 0; s < STEPS; s++) {
-    unsigned i = (unsigned)ht_below(&r, WS);
-    free(slot[i]);
-    slot[i] = fill(&r);
-  }
+  ht_replace_steps(slot, WS, STEPS, fill, &r);
   uint32_t events = hak_tls.heap->tick - before;
   long long bytes = 0;
   CHECK(hak_option_get("HAKMEM_TCACHE_BYTES", &bytes) == 0, "reading the class cache bytes");
