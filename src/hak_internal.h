@@ -158,7 +158,8 @@ enum { HAK_SEG_SMALL = 1, HAK_SEG_HUGE = 2 };
 struct hak_segment {
   uint32_t  magic;
   uint8_t   kind;
-  uint8_t   _r[3];
+  uint8_t   _r[2];                   /* os/hugepage.c: advised, options applied */
+  uint8_t   dense;                   /* small segment for dense class pages only (HAKMEM_THP=dense) */
   uint8_t   slice_cls[HAK_SLICES];   /* class of the page owning each slice */
   size_t    map_size;                /* bytes mapped for this segment/huge block */
   size_t    huge_size;               /* huge: usable bytes after the user pointer */

@@ -19,7 +19,7 @@ hak_plain_test(test_stats 60)
 # Huge pages: each HAKMEM_THP setting and HAKMEM_HUGE_PAGES=1 (with the
 # kernel's hugetlb pool as it is: empty means every segment falls back).
 hak_shared_exe(test_hugepage test_hugepage.c)
-foreach(setting "HAKMEM_THP=system" "HAKMEM_THP=never" "HAKMEM_THP=auto" "HAKMEM_THP=always" "HAKMEM_HUGE_PAGES=1")
+foreach(setting "HAKMEM_THP=system" "HAKMEM_THP=never" "HAKMEM_THP=auto" "HAKMEM_THP=always" "HAKMEM_THP=dense" "HAKMEM_HUGE_PAGES=1")
   string(REGEX REPLACE "^HAKMEM_" "" tag "${setting}")
   string(REPLACE "=" "_" tag "${tag}")
   string(TOLOWER "${tag}" tag)

@@ -2,7 +2,9 @@
  * (ctest sets the variable): the segments holding this program's blocks
  * carry the advice the setting asks for (VmFlags "hg" = MADV_HUGEPAGE, "nh" =
  * MADV_NOHUGEPAGE, "ht" = hugetlb, in /proc/self/smaps), auto advises only
- * once a segment is 3/4 in use, the counters say what happened (explicit
+ * once a segment is 3/4 in use, dense only segments of small-class pages
+ * and only once the program holds many such pages that fill (a small
+ * program is never advised), the counters say what happened (explicit
  * huge pages: every segment is either a success or a silent fallback), and
  * the blocks work. Linked with libhakmem.so. */
 #include "hak_test.h"
@@ -79,6 +81,40 @@ static hak_stats_t stats(void) {
   return st;
 }
 
+/* HAKMEM_THP=dense: 24 MiB of 1 KiB blocks, written, fill page after page
+ * of their class (a heap holding a full page of the class cuts the next),
+ * so once the program holds 12 MiB of such pages their new pages come from
+ * segments advised before their first write, which take huge pages; a
+ * large block cut meanwhile is in a segment that is not advised. */
+static void dense_phase(void) {
+  enum { N = 24 * 1024, LAST = 1024 };
+  static unsigned char *b[N];
+  for (int i = 0; i < N; i++) {
+    CHECK((b[i] = hak_malloc(1024)) != NULL, "malloc");
+    memset(b[i], i & 0xff, 1024);
+  }
+  void *large = hak_malloc(300 << 10);
+  CHECK(large, "malloc");
+  memset(large, 1, 300 << 10);
+  char flags[256];
+  vmflags_of(b[N - 1], flags, sizeof flags);
+  hak_stats_t st = stats();
+  CHECK(has_flag(flags, "hg") && st.os.thp_advise >= 1, "dense: 24 MiB of 1 KiB blocks, last not advised: %s", flags);
+  vmflags_of(large, flags, sizeof flags);
+  CHECK(!has_flag(flags, "hg"), "dense: a large block's segment advised: %s", flags);
+  vmflags_of(b[0], flags, sizeof flags);
+  CHECK(!has_flag(flags, "hg"), "dense: the first blocks' segment advised (too early): %s", flags);
+  bool room;
+  unsigned long huge_kb = anon_huge_kb(b + N - LAST, LAST, &room);
+  if (room && thp_possible()) CHECK(huge_kb > 0, "dense: the last MiB of blocks holds no huge page");
+  for (int i = 0; i < N; i++) {
+    CHECK(b[i][0] == (i & 0xff) && b[i][1023] == (i & 0xff), "contents");
+    hak_free(b[i]);
+  }
+  hak_free(large);
+  printf("test_hugepage: dense: %lu KiB of huge pages in the mappings of the last %d blocks\n", huge_kb, LAST);
+}
+
 int main(void) {
   hak_test_name = "test_hugepage";
   const char *thp = getenv("HAKMEM_THP") ? getenv("HAKMEM_THP") : "system";
@@ -116,6 +152,9 @@ int main(void) {
     st = stats();
     CHECK(has_flag(flags, "hg") && st.os.thp_advise >= 1, "auto: dense segment advised: %s", flags);
     for (int i = 0; i < 64; i++) hak_free(big[i]);
+  } else if (strcmp(thp, "dense") == 0) {
+    CHECK(mode == 4 && !has_flag(flags, "hg") && st.os.thp_advise == 0, "dense: a small program is not advised: %s", flags);
+    dense_phase();
   } else if (strcmp(thp, "system") == 0) {
     CHECK(mode == 0 && !has_flag(flags, "hg") && !has_flag(flags, "nh") && st.os.thp_advise == 0,
           "system: no advice: %s", flags);

@@ -359,6 +359,9 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
   p = n > 1 ? page_stash_take_class(cls) : NULL;
   if (!p) p = page_cache_alloc(&h->pcache, n, cls);
   if (!p) return NULL;
+  /* HAKMEM_THP=dense: a new page while one of the class is full is the
+   * evidence that this thread's pages of the class fill (segment.c). */
+  if (HAK_UNLIKELY(hak_config.thp == HAK_THP_DENSE) && h->full[cls].head) segment_note_full(h->pcache.shard, cls);
   atomic_store_explicit(&p->owner, h, memory_order_release);
   p->state = HAK_PAGE_AVAIL;
   list_push_head(&h->avail[cls], p);

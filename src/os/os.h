@@ -30,7 +30,7 @@ void   os_account_map(size_t size) HAK_HIDDEN;            /* count a mapping mad
 /* hugepage.c: a 2 MiB segment, aligned, named, on huge pages as configured
  * (HAKMEM_HUGE_PAGES, HAKMEM_THP); and the hook that advises THP once a
  * segment is dense (HAKMEM_THP=auto). Both run under the segment's shard lock. */
-void  *os_map_segment(void) HAK_HIDDEN;
+void  *os_map_segment(bool dense) HAK_HIDDEN;
 int    os_segment_in_use(void *seg, unsigned used_slices) HAK_HIDDEN;
 void   os_segment_advise(void *seg, int advice) HAK_HIDDEN;
 /* reserve.c: a 2 MiB segment-aligned range of fresh memory, uncounted, cut

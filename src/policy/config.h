@@ -9,8 +9,9 @@
 
 enum { HAK_PROFILE_SPEED = 0, HAK_PROFILE_BALANCED = 1, HAK_PROFILE_LEAN = 2 };
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
-/* HAKMEM_THP: system leaves segments to the kernel's own setting. */
-enum { HAK_THP_SYSTEM = 0, HAK_THP_NEVER = 1, HAK_THP_AUTO = 2, HAK_THP_ALWAYS = 3 };
+/* HAKMEM_THP: system leaves segments to the kernel's own setting; dense
+ * advises only segments reserved for small-class pages (os/hugepage.c). */
+enum { HAK_THP_SYSTEM = 0, HAK_THP_NEVER = 1, HAK_THP_AUTO = 2, HAK_THP_ALWAYS = 3, HAK_THP_DENSE = 4 };
 
 typedef struct hak_config {
   int      profile;        /* HAKMEM_PROFILE=speed|balanced|lean */

@@ -48,7 +48,7 @@ typedef struct option_def {
 
 static const char *const profile_names[] = {"speed", "balanced", "lean", NULL};
 static const char *const stats_names[] = {"off", "text", "json", NULL};
-static const char *const thp_names[] = {"system", "never", "auto", "always", NULL};
+static const char *const thp_names[] = {"system", "never", "auto", "always", "dense", NULL};
 
 static const option_def_t options[] = {
   {"HAKMEM_PROFILE", OPT_ENUM, false, {0, 0, 0}, 0, 2, "speed|balanced|lean", profile_names, FIELD(profile),
@@ -73,8 +73,8 @@ static const option_def_t options[] = {
    "how long freed memory stays resident before it may be purged"},
   {"HAKMEM_HUGE_CACHE", OPT_SIZE, true, {MiB(64), MiB(16), 0}, 0, (long long)1 << 40, "bytes", NULL, FIELD(huge_cache),
    "floor of the bytes of freed huge mappings (blocks above 960 KiB) kept mapped for reuse: the cache follows demand up to twice the recent peak of live huge bytes, at most 16x this; 0: none; purged after the purge delay"},
-  {"HAKMEM_THP", OPT_ENUM, false, {0, 0, 0}, 0, 3, "system|never|auto|always", thp_names, FIELD(thp),
-   "transparent huge pages for segments: system (kernel setting), never (MADV_NOHUGEPAGE), auto (MADV_HUGEPAGE once a segment is 3/4 in use), always (MADV_HUGEPAGE on every segment)"},
+  {"HAKMEM_THP", OPT_ENUM, false, {0, 0, 0}, 0, 4, "system|never|auto|always|dense", thp_names, FIELD(thp),
+   "transparent huge pages for segments: system (kernel setting), never (MADV_NOHUGEPAGE), auto (MADV_HUGEPAGE once a segment is 3/4 in use), always (MADV_HUGEPAGE on every segment), dense (MADV_HUGEPAGE, before their first write, on segments kept for pages of blocks up to 8 KiB, once the program holds 12 MiB of such pages that fill; the others get no advice)"},
   {"HAKMEM_HUGE_PAGES", OPT_FLAG, false, {0, 0, 0}, 0, 1, "0|1", NULL, FIELD(huge_pages),
    "1: map segments on explicit 2 MiB pages (MAP_HUGETLB), falling back silently to normal pages"},
   {"HAKMEM_BACKGROUND_PURGE", OPT_FLAG, false, {0, 1, 1}, 0, 1, "0|1", NULL, FIELD(background_purge),

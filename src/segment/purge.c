@@ -10,7 +10,12 @@
  * once. No madvise runs under any lock: the slices to purge leave the free
  * masks under the shard's lock, which is dropped for the system calls and
  * taken again to put them back (purge_shard, whose comment has the protocol:
- * preemption, fork, thread exit). */
+ * preemption, fork, thread exit).
+ *
+ * Dense segments (HAKMEM_THP=dense: one huge page each) are purged only by
+ * trim and by the deadline once the program stops cutting pages: a purge
+ * of part of one splits its huge page. Their slices are not in the dirty
+ * books (shard.h, seg_dirty_add), so the sweeps neither see nor chase them. */
 #include "segment/shard.h"
 #include "os/os.h"
 #include "policy/config.h"
@@ -83,7 +88,7 @@ void seg_purge_restore(seg_shard_t *sh) {
  * back still counted dirty (segment_atfork_child). Thread exit: no thread
  * exits between the two sections (no cancellation point in between).
  * Returns bytes purged; *busy is set when another purger's batch was out. */
-static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool *busy) {
+static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool dense, bool *busy) {
   size_t bytes = 0;
   for (unsigned round = 0; round < HAK_SEG_SIZE / HAK_SLICE_SIZE; round++) {
     if (sh->out.n) {
@@ -91,13 +96,14 @@ static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool 
       break;
     }
     seg_purge_out_t *o = &sh->out;
-    for (hak_segment_t *s = sh->head; s && o->n < PURGE_BATCH; s = s->next) {
-      if (!(s->dirty_mask & s->free_mask)) continue;
-      uint32_t m = purge_mask(s, now, min_age);
-      if (!m) continue;
-      o->seg[o->n] = s;
-      o->mask[o->n++] = m;
-    }
+    for (unsigned l = 0; l <= (unsigned)dense; l++)
+      for (hak_segment_t *s = l ? sh->dense_head : sh->head; s && o->n < PURGE_BATCH; s = s->next) {
+        if (!(s->dirty_mask & s->free_mask)) continue;
+        uint32_t m = purge_mask(s, now, min_age);
+        if (!m) continue;
+        o->seg[o->n] = s;
+        o->mask[o->n++] = m;
+      }
     unsigned n = o->n;
     if (!n) break;
     hak_segment_t *seg[PURGE_BATCH];
@@ -113,8 +119,7 @@ static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool 
     for (unsigned i = 0; i < n; i++) {
       hak_segment_t *s = seg[i];
       uint32_t m = mask[i];
-      SUB(hak_seg_books.dirty, mask_bytes(m));
-      SUB(sh->dirty_slices, pop32(m));
+      seg_dirty_sub(sh, s, m);
       s->dirty_mask &= ~m;
       s->whole_mask &= ~m;
       for (uint32_t k = m; k; k &= k - 1) s->freed_ms[__builtin_ctz(k)] = now | 1;
@@ -163,7 +168,7 @@ void seg_purge_policy(seg_shard_t *home) {
     for (unsigned i = 0; i < HAK_SEG_SHARDS && LOAD(hak_seg_books.dirty) > max; i++) {
       seg_shard_t *sh = i == 0 ? home : &hak_seg_shards[i];
       if ((i && sh == home) || !LOAD(sh->free_slices) || !hak_trylock(&sh->lock)) continue;
-      purge_shard(sh, now, age, NULL);
+      purge_shard(sh, now, age, false, NULL);
       shard_unlock(sh);
     }
     if (!pressed || age == floor_age || LOAD(hak_seg_books.dirty) <= max) break;
@@ -255,16 +260,17 @@ uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
       continue;
     }
     seg_drain_returned(sh);
-    if (LOAD(hak_seg_books.dirty) > keep && purge_shard(sh, now, min_age, &busy)) *any = true;
+    if ((LOAD(hak_seg_books.dirty) > keep || !keep) && purge_shard(sh, now, min_age, !keep, &busy)) *any = true;
     /* another purger's batch was out: this shard is looked at again soon */
     if (busy && delay / 8 + 1 < youngest_left) youngest_left = delay / 8 + 1;
-    for (hak_segment_t *s = sh->head; s; s = s->next)
-      for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
-        uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
-        /* kept aged memory is looked at again in half a delay */
-        uint32_t left = age < delay ? delay - age : keep ? delay / 2 + 1 : 1;
-        if (left < youngest_left) youngest_left = left;
-      }
+    for (unsigned l = 0; l < 2; l++)
+      for (hak_segment_t *s = l ? sh->dense_head : sh->head; s; s = s->next)
+        for (uint32_t d = s->dirty_mask & s->free_mask; d; d &= d - 1) {
+          uint32_t age = now - s->freed_ms[__builtin_ctz(d)];
+          /* kept aged memory is looked at again in half a delay */
+          uint32_t left = age < delay ? delay - age : keep ? delay / 2 + 1 : 1;
+          if (left < youngest_left) youngest_left = left;
+        }
     shard_unlock(sh);
   }
   return youngest_left == UINT32_MAX ? 0 : (now + youngest_left) | 1;
@@ -277,11 +283,12 @@ bool segment_trim(void) {
     if (!LOAD(sh->free_slices) && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
     shard_lock(sh);
     seg_drain_returned(sh);
-    for (hak_segment_t *s = sh->head, *next; s; s = next) {
-      next = s->next;
-      if (s->free_mask == ALL_FREE && seg_unmap_if_safe(sh, s)) any = true;
-    }
-    if (purge_shard(sh, os_now_ms(), 0, NULL)) any = true;
+    for (unsigned l = 0; l < 2; l++)
+      for (hak_segment_t *s = l ? sh->dense_head : sh->head, *next; s; s = next) {
+        next = s->next;
+        if (s->free_mask == ALL_FREE && seg_unmap_if_safe(sh, s)) any = true;
+      }
+    if (purge_shard(sh, os_now_ms(), 0, true, NULL)) any = true;
     shard_unlock(sh);
   }
   return any;

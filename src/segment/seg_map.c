@@ -76,8 +76,8 @@ static void guard_geometry(void) {
 /* A new segment for shard `shard`, mapped and initialised with no lock held
  * (nothing else can reach it yet); segment_publish puts it on the shard's
  * list, under the lock. */
-hak_segment_t *segment_map(unsigned shard) {
-  hak_segment_t *s = os_map_segment();
+hak_segment_t *segment_map(unsigned shard, bool dense) {
+  hak_segment_t *s = os_map_segment(dense);
   if (!s) return NULL;
   if (!slice_map_reserve(s, HAK_SEG_SIZE)) { /* out of address space: nothing of it stays */
     os_unmap(s, HAK_SEG_SIZE);
@@ -97,6 +97,7 @@ hak_segment_t *segment_map(unsigned shard) {
   s->free_mask = ALL_FREE;
   s->dirty_mask = s->whole_mask = 0;
   s->shard = (uint8_t)shard;
+  s->dense = dense;
   slice_map_set(s, HAK_SLICES, HAK_CLASS_NONE + 1);
   HAK_STAT_INC(HAK_EV_SEGMENT_MAP);
   return s;
@@ -108,6 +109,7 @@ void segment_publish(seg_shard_t *sh, hak_segment_t *s) {
   ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
   seg_list_push(sh, s);
   ADD(hak_seg_books.empty, 1);
+  if (s->dense) ADD(sh->dense_segs, 1);
 }
 
 _Atomic(unsigned) hak_abandoned_takers;
@@ -126,8 +128,8 @@ static bool seg_unmap_safe(hak_segment_t *s) {
 static void seg_unmap(seg_shard_t *sh, hak_segment_t *s) {
   seg_list_remove(sh, s);
   SUB(hak_seg_books.empty, 1);
-  SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask));
-  SUB(sh->dirty_slices, pop32(s->dirty_mask));
+  if (s->dense) SUB(sh->dense_segs, 1);
+  seg_dirty_sub(sh, s, s->dirty_mask);
   SUB(hak_seg_books.free, mask_bytes(ALL_FREE));
   SUB(sh->free_slices, (unsigned)pop32(ALL_FREE));
   slice_map_set(s, HAK_SLICES, 0);

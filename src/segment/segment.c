@@ -50,7 +50,13 @@
  * others age. Far over budget (twice), sweeps come more often and take
  * younger memory, but never memory freed in the last delay/8. Empty segments
  * beyond hak_config.segment_cache (process-wide) are unmapped. No purge or
- * unmap runs under a process-wide lock. */
+ * unmap runs under a process-wide lock.
+ *
+ * Dense segments (HAKMEM_THP=dense, os/hugepage.c): a shard keeps them on a
+ * list of their own (dense_head), searched only for one-slice pages of the
+ * classes up to 8 KiB once the shard went dense (page_alloc_once), and
+ * never for other pages; any free slice of a dense segment in use is warm
+ * (its huge page is resident whole). */
 #include "segment/segment.h"
 #include "segment/shard.h"
 #include "segment/page_cache.h"
@@ -75,16 +81,39 @@ static _Atomic(unsigned) next_shard;
 unsigned segment_shard_pick(void) { return 1 + ADD(next_shard, 1) % (HAK_SEG_SHARDS - 1); }
 
 void seg_list_push(seg_shard_t *sh, hak_segment_t *s) {
+  hak_segment_t **head = s->dense ? &sh->dense_head : &sh->head, **tail = s->dense ? &sh->dense_tail : &sh->tail;
   s->next = NULL;
-  s->prev = sh->tail;
-  if (sh->tail) sh->tail->next = s; else sh->head = s;
-  sh->tail = s;
+  s->prev = *tail;
+  if (*tail) (*tail)->next = s; else *head = s;
+  *tail = s;
 }
 
 void seg_list_remove(seg_shard_t *sh, hak_segment_t *s) {
-  if (s->prev) s->prev->next = s->next; else sh->head = s->next;
-  if (s->next) s->next->prev = s->prev; else sh->tail = s->prev;
+  hak_segment_t **head = s->dense ? &sh->dense_head : &sh->head, **tail = s->dense ? &sh->dense_tail : &sh->tail;
+  if (s->prev) s->prev->next = s->next; else *head = s->next;
+  if (s->next) s->next->prev = s->prev; else *tail = s->prev;
   s->next = s->prev = NULL;
+}
+
+/* HAKMEM_THP=dense (os/hugepage.c has the why). A shard's pages of dense
+ * classes go to dense segments once it has one, or once it holds
+ * DENSE_SHARD_SLICES of them, DENSE_SHARD_FULL of which were cut for a
+ * heap whose pages of that class were full (heap.c: evidence that the
+ * pages fill; 64 threads each holding one page per class, bench_thread_mem,
+ * show none), and the process holds DENSE_ALL_SLICES: a small program
+ * never pays a 2 MiB page's granularity. */
+#define DENSE_MAX_SIZE 8192
+#define DENSE_SHARD_SLICES 32
+#define DENSE_SHARD_FULL 16
+#define DENSE_ALL_SLICES 192
+static _Atomic(uint32_t) dense_slices_all;
+/* A class whose pages go to dense segments (HAKMEM_THP=dense). */
+HAK_INLINE bool class_dense(unsigned cls) {
+  return hak_config.thp == HAK_THP_DENSE && cls != HAK_CLASS_NONE && hak_class_size[cls] <= DENSE_MAX_SIZE;
+}
+
+void segment_note_full(unsigned shard, unsigned cls) {
+  if (class_dense(cls) && shard && shard < HAK_SEG_SHARDS) ADD(hak_seg_shards[shard].dense_full, 1);
 }
 
 /* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
@@ -148,7 +177,7 @@ void seg_drain_returned(seg_shard_t *sh) {
   }
 }
 
-static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only);
+static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only, bool dense);
 static hak_page_t *page_cut(seg_shard_t *sh, hak_segment_t *s, unsigned first, unsigned n, unsigned cls);
 
 /* Waits for a lock of another shard are bounded: STEAL_SPINS pauses, then
@@ -192,7 +221,7 @@ static bool shard_lock_bounded(seg_shard_t *sh, uint32_t ms, uint32_t *from) {
  * With the holders out of system calls, waits past the spins are rare:
  * 0-4 per run of sizemix (4x1.5M) and oversub, up to 10 in stress, at
  * load 8, and none ran out in 16 runs. */
-static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, uint32_t wait_ms, bool *busy) {
+static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, bool dense, uint32_t wait_ms, bool *busy) {
   uint32_t from = 0;
   for (unsigned k = 1; k < HAK_SEG_SHARDS; k++) {
     seg_shard_t *sh = &hak_seg_shards[(home + k) % HAK_SEG_SHARDS];
@@ -202,7 +231,7 @@ static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, uint32_t 
       continue;
     }
     seg_drain_returned(sh);
-    hak_page_t *pg = page_alloc_locked(sh, n, cls, false);
+    hak_page_t *pg = page_alloc_locked(sh, n, cls, false, dense);
     shard_unlock(sh);
     if (pg) return pg;
   }
@@ -217,13 +246,13 @@ static hak_page_t *page_steal(unsigned home, unsigned n, unsigned cls, uint32_t 
  * peaks, not the peak of the sum (bench_xmalloc 2 2 300: 6 segments, every
  * slice touched, ~6 MB of them free at the peak). Only a try of each lock:
  * a busy shard is passed over, and the caller cuts from its own. */
-static hak_page_t *page_steal_warm(unsigned home, unsigned n, unsigned cls) {
+static hak_page_t *page_steal_warm(unsigned home, unsigned n, unsigned cls, bool dense) {
   for (unsigned k = 1; k < HAK_SEG_SHARDS; k++) {
     seg_shard_t *sh = &hak_seg_shards[(home + k) % HAK_SEG_SHARDS];
     if (LOAD(sh->dirty_slices) < n && !atomic_load_explicit(&sh->returned, memory_order_relaxed)) continue;
     if (!hak_trylock(&sh->lock)) continue;
     seg_drain_returned(sh);
-    hak_page_t *pg = page_alloc_locked(sh, n, cls, true);
+    hak_page_t *pg = page_alloc_locked(sh, n, cls, true, dense);
     shard_unlock(sh);
     if (pg) return pg;
   }
@@ -248,33 +277,38 @@ HAK_INLINE void page_guards_open(hak_page_t *pg, unsigned cls) {
 
 static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, bool may_map, bool wait) {
   seg_shard_t *sh = &hak_seg_shards[shard];
+  /* A dense class's page goes to a dense segment once the shard has one, or
+   * holds enough dense-class pages to fill one. */
+  bool dense = class_dense(cls) &&
+               (LOAD(sh->dense_segs) || (LOAD(sh->dense_slices) >= DENSE_SHARD_SLICES && LOAD(sh->dense_full) >= DENSE_SHARD_FULL &&
+                                         LOAD(dense_slices_all) >= DENSE_ALL_SLICES));
   shard_lock(sh);
   seg_drain_returned(sh);
-  hak_page_t *pg = page_alloc_locked(sh, n, cls, true);
+  hak_page_t *pg = page_alloc_locked(sh, n, cls, true, dense);
   /* No warm slice here: another shard's first if any shard has some (the
    * global count above this shard's own). */
   if (!pg && LOAD(hak_seg_books.dirty) > (size_t)LOAD(sh->dirty_slices) * HAK_SLICE_SIZE) {
     shard_unlock(sh);
-    pg = page_steal_warm(shard, n, cls);
+    pg = page_steal_warm(shard, n, cls, dense);
     if (pg) goto done;
     shard_lock(sh);
   }
-  if (!pg) pg = page_alloc_locked(sh, n, cls, false);
+  if (!pg) pg = page_alloc_locked(sh, n, cls, false, dense);
   shard_unlock(sh);
   bool busy = false;
-  if (!pg) pg = page_steal(shard, n, cls, wait ? STEAL_WAIT_MS_OOM : 0, &busy);
+  if (!pg) pg = page_steal(shard, n, cls, dense, wait ? STEAL_WAIT_MS_OOM : 0, &busy);
   /* A shard that may have the slices was busy (other threads stealing from
    * it at once, say): its lock is waited for, boundedly, rather than a
    * segment mapped at once. */
-  if (!pg && may_map && busy) pg = page_steal(shard, n, cls, STEAL_WAIT_MS, &busy);
+  if (!pg && may_map && busy) pg = page_steal(shard, n, cls, dense, STEAL_WAIT_MS, &busy);
   if (!pg && may_map) {
     /* Mapped without the lock, published under it. The search is made once
      * more first: slices may have come free meanwhile (the new segment then
      * stays on the list, empty, for the next cut). */
-    hak_segment_t *fresh = segment_map(shard);
+    hak_segment_t *fresh = segment_map(shard, dense);
     shard_lock(sh);
     seg_drain_returned(sh);
-    pg = page_alloc_locked(sh, n, cls, false);
+    pg = page_alloc_locked(sh, n, cls, false, dense);
     if (fresh) {
       segment_publish(sh, fresh);
       int first = find_run(fresh->free_mask, 0, n, n == 1 && cls != HAK_CLASS_NONE);
@@ -295,7 +329,7 @@ unsigned segment_pages_alloc(unsigned shard, unsigned n, unsigned cls, hak_page_
   unsigned got = 0;
   shard_lock(sh);
   seg_drain_returned(sh);
-  while (got < k && (out[got] = page_alloc_locked(sh, n, cls, false)) != NULL) got++;
+  while (got < k && (out[got] = page_alloc_locked(sh, n, cls, false, class_dense(cls) && LOAD(sh->dense_segs))) != NULL) got++;
   shard_unlock(sh);
   for (unsigned i = 0; i < got; i++) page_guards_open(out[i], cls);
   HAK_STAT_ADD(HAK_EV_PAGE_ALLOC, got);
@@ -333,8 +367,7 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
   }
   SUB(hak_seg_books.free, mask_bytes(run));
   SUB(sh->free_slices, n);
-  SUB(hak_seg_books.dirty, mask_bytes(s->dirty_mask & run));
-  SUB(sh->dirty_slices, pop32(s->dirty_mask & run));
+  seg_dirty_sub(sh, s, s->dirty_mask & run);
   s->dirty_mask &= ~run;
   s->whole_mask &= ~run;
   if (s->free_mask == 0) seg_list_remove(sh, s);
@@ -344,6 +377,7 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
 /* sh locked: the page of n slices from `first` of s (all free), for cls. */
 static hak_page_t *page_cut(seg_shard_t *sh, hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   bool zero = seg_run_claim_locked(sh, s, first, n);
+  if (class_dense(cls)) ADD(sh->dense_slices, n), ADD(dense_slices_all, n);
   page_init(s, first, n, cls);
   s->pages[first].known_zero = zero;
   return &s->pages[first];
@@ -367,13 +401,14 @@ static hak_page_t *page_cut(seg_shard_t *sh, hak_segment_t *s, unsigned first, u
  * mapping, so a walk costs a cache miss and a TLB miss per segment, and one
  * walk per tier made this search 4% of sizemix's CPU time. */
 enum { TIERS = 4 };
-static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only) {
+static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only, bool dense) {
+  hak_segment_t *head = dense ? sh->dense_head : sh->head;
   bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
   hak_segment_t *s = NULL, *seg[TIERS] = {NULL, NULL, NULL, NULL};
   int first = -1, at[TIERS] = {-1, -1, -1, -1};
   if (cls != HAK_CLASS_NONE) {
     uint32_t run = n >= 32 ? ALL_SLICES : (1u << n) - 1;
-    for (hak_segment_t *t = sh->head; t; t = t->next) {
+    for (hak_segment_t *t = head; t; t = t->next) {
       uint32_t fm = t->free_mask, dm = t->dirty_mask, warm = fm & dm;
       for (uint32_t m = warm & (slice0_ok ? ALL_SLICES : ~1u); m; m &= m - 1) {
         unsigned i = (unsigned)__builtin_ctz(m);
@@ -384,6 +419,9 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
         }
       }
       if (seg[0]) break;
+      /* A dense segment in use is resident whole (one huge page): any free
+       * slice of it is warm, and taken before an untouched segment. */
+      if (!seg[1] && t->dense && fm != ALL_FREE && (at[1] = find_run(fm, 0, n, slice0_ok)) >= 0) seg[1] = t;
       if (!seg[1] && (t->whole_mask & fm) && (at[1] = find_run(fm & t->whole_mask, 0, n, slice0_ok)) >= 0) seg[1] = t;
       if (warm_only) continue;
       if (!seg[2] && (at[2] = find_run(fm & ~dm, 0, n, slice0_ok)) >= 0) seg[2] = t;
@@ -393,10 +431,10 @@ static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, 
 #if HAK_SECURE
     /* A large block: first a run that ends where a freed large page left
      * its guard and holds no other (large_run.c): no system call at all. */
-    for (hak_segment_t *t = sh->head; t && !seg[0]; t = t->next)
+    for (hak_segment_t *t = head; t && !seg[0]; t = t->next)
       if ((at[0] = seg_find_guarded_run(t, n)) >= 0) seg[0] = t;
 #endif
-    for (hak_segment_t *t = sh->head; t && !seg[0] && !seg[1]; t = t->next) {
+    for (hak_segment_t *t = head; t && !seg[0] && !seg[1]; t = t->next) {
       uint32_t fm = t->free_mask, dm = t->dirty_mask;
       if ((dm & fm) && (at[1] = find_run(fm & dm, 0, n, slice0_ok)) >= 0) seg[1] = t;
       else if (!warm_only && !seg[3] && (at[3] = find_run(fm, dm, n, slice0_ok)) >= 0) seg[3] = t;
@@ -493,6 +531,7 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   uint32_t run = (n == 32 ? ALL_SLICES : ((1u << n) - 1)) << first;
   if (s->free_mask == 0) seg_list_push(sh, s);
   s->free_mask |= run;
+  if (class_dense(pg->cls)) SUB(sh->dense_slices, n), SUB(dense_slices_all, n);
   ADD(hak_seg_books.free, mask_bytes(run));
   ADD(sh->free_slices, n);
   for (unsigned i = first; i < first + n; i++) {
@@ -510,10 +549,11 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
    * minor faults, 14% more CPU). */
   if (pg->cls != HAK_CLASS_NONE && pg->bump == pg->end && pg->bsize <= os_page_size()) s->whole_mask |= run & ~clean;
   else s->whole_mask &= ~run;
-  ADD(hak_seg_books.dirty, mask_bytes(run & ~clean));
-  ADD(sh->dirty_slices, pop32(run & ~clean));
+  seg_dirty_add(sh, s, run & ~clean);
+  /* An empty dense segment is not kept: its huge page is resident whole,
+   * and no sweep purges it. */
   if (s->free_mask == ALL_FREE) {
-    if (ADD(hak_seg_books.empty, 1) + 1 > hak_config.segment_cache) seg_unmap_if_safe(sh, s);
+    if (ADD(hak_seg_books.empty, 1) + 1 > hak_config.segment_cache || s->dense) seg_unmap_if_safe(sh, s);
   }
 }
 

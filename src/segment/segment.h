@@ -12,6 +12,9 @@
  * call. Shard 0 is never drawn and holds no segment. */
 #define HAK_SEG_SHARDS 64
 unsigned segment_shard_pick(void) HAK_HIDDEN;
+/* A heap of `shard` cut a page of class cls while holding a full one: its
+ * pages of the class fill (HAKMEM_THP=dense's evidence of density). */
+void segment_note_full(unsigned shard, unsigned cls) HAK_HIDDEN;
 
 /* A page of `slices` slices for class cls (HAK_CLASS_NONE: one large block of
  * up to slices*64 KiB), from the shard's segments, else another shard's, else

@@ -48,6 +48,10 @@ typedef struct seg_purge_out {
 typedef struct seg_shard {
   hak_lock_t lock;                   /* not process-wide: not counted */
   hak_segment_t *head, *tail;        /* its segments with at least one free slice */
+  hak_segment_t *dense_head, *dense_tail; /* the same, of its dense segments (HAKMEM_THP=dense) */
+  _Atomic(uint32_t) dense_segs;      /* its dense segments, listed or not */
+  _Atomic(uint32_t) dense_slices;    /* slices of dense-class pages cut from its segments */
+  _Atomic(uint32_t) dense_full;      /* dense-class pages cut for a heap holding a full one (ever) */
   _Atomic(hak_page_t *) returned;    /* pages freed by other threads (segment.c) */
   _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
   _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
@@ -137,6 +141,22 @@ HAK_INLINE size_t mask_bytes(uint32_t m) {
   return b;
 }
 
+/* sh locked: slices of m in s become dirty (free and resident) in the books,
+ * or leave them. A dense segment's (HAKMEM_THP=dense) stay out: they are
+ * resident as long as its huge page is, the dirty budget's sweeps never
+ * purge them (a 64 KiB madvise would split the huge page), and counted
+ * they would make the sweeps purge the other segments' slices harder. */
+HAK_INLINE void seg_dirty_add(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
+  if (s->dense || !m) return;
+  ADD(hak_seg_books.dirty, mask_bytes(m));
+  ADD(sh->dirty_slices, pop32(m));
+}
+HAK_INLINE void seg_dirty_sub(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
+  if (s->dense || !m) return;
+  SUB(hak_seg_books.dirty, mask_bytes(m));
+  SUB(sh->dirty_slices, pop32(m));
+}
+
 /* sh locked: the pages other threads returned go back to their segments. */
 void seg_drain_returned(seg_shard_t *sh) HAK_HIDDEN;
 /* sh locked: a detached page's slices back into its segment, stamped freed
@@ -144,7 +164,7 @@ void seg_drain_returned(seg_shard_t *sh) HAK_HIDDEN;
 void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_t clean) HAK_HIDDEN;
 /* No lock held: a new segment for shard `shard`, not on its list yet, or
  * NULL (seg_map.c). */
-hak_segment_t *segment_map(unsigned shard) HAK_HIDDEN;
+hak_segment_t *segment_map(unsigned shard, bool dense) HAK_HIDDEN;
 /* sh locked: a segment from segment_map joins sh's books and list. */
 void segment_publish(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
 /* sh locked: an empty segment of sh detached if nothing can still read its
