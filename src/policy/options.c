@@ -68,7 +68,7 @@ static const option_def_t options[] = {
   {"HAKMEM_SEGMENT_CACHE", OPT_COUNT, true, {16, 8, 0}, 0, 1024, "segments", NULL, FIELD(segment_cache),
    "empty 2 MiB segments kept mapped for reuse (their memory is still purged on the dirty policy)"},
   {"HAKMEM_DIRTY_MAX", OPT_SIZE, true, {MiB(8), MiB(4), MiB(1)}, 0, (long long)1 << 40, "bytes", NULL, FIELD(dirty_max),
-   "freed but still resident memory kept before purging (madvise)"},
+   "freed but still resident memory kept before purging (madvise); in the speed profile at least a quarter of the recent peak of memory in pages"},
   {"HAKMEM_PURGE_DELAY_MS", OPT_COUNT, true, {100, 50, 10}, 0, 60000, "ms", NULL, FIELD(purge_delay_ms),
    "how long freed memory stays resident before it may be purged"},
   {"HAKMEM_HUGE_CACHE", OPT_SIZE, true, {MiB(64), MiB(16), 0}, 0, (long long)1 << 40, "bytes", NULL, FIELD(huge_cache),

@@ -70,6 +70,11 @@ typedef struct seg_books {
   _Atomic(size_t) empty;        /* segments entirely free */
   _Atomic(size_t) dirty;        /* bytes of free slices holding touched memory */
   _Atomic(size_t) free;         /* bytes of free slices */
+  _Atomic(size_t) total;        /* bytes of all slices (free or in pages) */
+  /* The recent peak of slices in pages (total - free) and when it was last
+   * reached: the dirty budget follows it (purge.c, dirty_budget). */
+  _Atomic(size_t) peak;
+  _Atomic(uint32_t) peak_ms;
   _Atomic(size_t) returned;     /* bytes of pages waiting on returned stacks */
   _Atomic(uint32_t) last_sweep_ms;
   /* The dirty budget's adaptation (purge.c, seg_purge_policy): bytes of
