@@ -34,10 +34,11 @@ test-secure:
 	ctest --test-dir build-secure --output-on-failure -j $(JOBS)
 
 # Tool builds, each in its own directory (README "Sanitizers, valgrind and
-# fuzzing"): the whole suite with the library under UBSan; the hak_ API
+# fuzzing"): the whole suite with the library under UBSan and the block
+# lists' checks (HAKMEM_DEBUG_LISTS); the hak_ API
 # programs, library and program both under TSan (prefix-only library).
 test-ubsan:
-	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=undefined -DHAKMEM_BUILD_BENCH=OFF
+	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=undefined -DHAKMEM_DEBUG_LISTS=ON -DHAKMEM_BUILD_BENCH=OFF
 	cmake --build build-ubsan -j $(JOBS)
 	ctest --test-dir build-ubsan --output-on-failure -j $(JOBS)
 

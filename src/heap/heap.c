@@ -4,7 +4,10 @@
  * are in heap_exit.c, which calls into this file, never the reverse. Only
  * the owning thread runs these on its heap (the shared heap runs them under
  * its lock), holding h->lock; the one exception is a collector that got
- * h->lock by a try while the owner stayed away (heap/collect.c). */
+ * h->lock by a try while the owner stayed away (heap/collect.c).
+ * HAKMEM_DEBUG_LISTS (segment/list_check.h) checks the page free lists and
+ * pending lists here at each pop, push and splice, and walks a list detached,
+ * given back or left on a page that empties against the page's counts. */
 #include "heap/heap.h"
 #include "heap/canary.h"
 #include "heap/collect.h"
@@ -13,6 +16,7 @@
 #include "policy/config.h"
 #include "remote/remote.h"
 #include "segment/free_list.h"
+#include "segment/list_check.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
 #include "os/lock.h"
@@ -105,6 +109,7 @@ HAK_INLINE void page_unkeep(hak_heap_t *h, hak_page_t *p) {
 
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
+  LIST_CHECK_PAGE("free list of an empty page", p); /* every carved block back */
   hak_page_list_t *l = &h->avail[p->cls];
   /* HAKMEM_ZERO_ON_FREE keeps it anyway: its freed blocks are checked when
    * they are handed out again, not wiped by a fresh carve. */
@@ -226,6 +231,7 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
      * the cut are lost; the write is reported when the block goes out). */
     if (HAK_UNLIKELY(hak_config.zero_on_free) && b && !block_of_page(p, b)) b = NULL;
 #endif
+    LIST_CHECK_NEXT("page free list (refill)", p, b);
   }
   p->free = b;
 #if HAK_SECURE
@@ -265,6 +271,7 @@ static unsigned page_free_count(const hak_page_t *p) {
  * were that one load on bench_stress and bench_sizemix. */
 static void page_detach(hak_heap_t *h, hak_page_t *p, hak_pend_t *q) {
   unsigned k = page_free_count(p);
+  LIST_CHECK_CHAIN("page free list (detach)", p, p->free, k, p->free ? p->free_tail : NULL, true);
   q->head = p->free;
   h->pend_tail[p->cls] = p->free_tail;
   q->n = k;
@@ -285,6 +292,9 @@ void heap_return_pending(hak_heap_t *h, hak_pend_t *q) {
   h->activity++;
   /* In front of what the page got back since (own flushes, remote frees). */
   void *tail = h->pend_tail[p->cls];
+  LIST_CHECK(atomic_load_explicit(&p->owner, memory_order_relaxed) == h, "pending list (return)",
+             "page not the heap's", p, head);
+  LIST_CHECK_CHAIN("pending list (return)", p, head, n, tail, true);
   if (p->free) block_set_next(p, tail, p->free);
   page_free_prepended(p, head, tail);
   class_wet(h, p->cls);
@@ -459,8 +469,10 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       /* Onto the free list in the order single pushes would give: the run's
        * last block on top. */
       void *last = b;
+      LIST_CHECK_BLOCK("page free list (flush)", p, b);
       block_set_next(p, b, p->free);
       for (i++; i < n && (next = page_of(blocks[i])) == p; i++, k++) {
+        LIST_CHECK_BLOCK("page free list (flush)", p, blocks[i]);
         block_set_next(p, blocks[i], b);
         b = blocks[i];
       }
@@ -471,7 +483,9 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
       if (p->used == 0) page_maybe_retire(h, p);
     } else {
       void *first = b;
+      LIST_CHECK_BLOCK("remote list (flush)", p, b);
       for (i++; i < n && (next = page_of(blocks[i])) == p; i++, k++) {
+        LIST_CHECK_BLOCK("remote list (flush)", p, blocks[i]);
         block_set_next(p, b, blocks[i]);
         b = blocks[i];
       }

@@ -11,6 +11,7 @@
 #include "hak_internal.h"
 #include "os/lock.h"
 #include "segment/free_list.h"
+#include "segment/list_check.h"
 #include "segment/page_cache.h"
 #include "stats/stats.h"
 
@@ -65,6 +66,7 @@ HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls +
   do {                                                   \
     (p) = (q)->head;                                     \
     void *pend_next_ = block_next(page_of(p), (p));      \
+    LIST_CHECK_NEXT("pending list", page_of(p), pend_next_); \
     (q)->head = pend_next_;                              \
     (q)->n--;                                            \
     __builtin_prefetch(pend_next_, 1, 3);                \

@@ -101,6 +101,7 @@
 #include "policy/config.h"
 #include "remote/remote.h"
 #include "segment/free_list.h"
+#include "segment/list_check.h"
 #include "segment/page_cache.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
@@ -199,6 +200,7 @@ static void *take_block(hak_heap_t *h, unsigned cls) {
   void *b = pg->free;
   if (b) {
     pg->free = block_next(pg, b);
+    LIST_CHECK_NEXT("heap page free list (take)", pg, pg->free);
   } else {
 #if HAK_SECURE
     canary_guard_page(pg); /* heap/canary.h */
@@ -247,6 +249,7 @@ static unsigned take_run(hak_heap_t *h, unsigned cls, unsigned want, void **list
     unsigned before = got;
     for (void *b = pg->free; b && got < want; b = pg->free) {
       pg->free = block_next(pg, b);
+      LIST_CHECK_NEXT("heap page free list (take)", pg, pg->free);
       *tail = b;
       tail = (void **)b;
       got++;
@@ -427,6 +430,7 @@ bool uheap_free(void *p) {
 /* p back on its page pg of h. h->lock held. */
 static void block_return(hak_heap_t *h, hak_page_t *pg, void *p) {
   unsigned cls = pg->cls;
+  LIST_CHECK_BLOCK("heap page free list (return)", pg, p);
   block_set_next(pg, p, pg->free);
   page_free_prepended(pg, p, p); /* free_tail: for thread heaps that adopt pg */
   pg->used--;

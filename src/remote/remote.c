@@ -11,6 +11,8 @@
  * unseen, and a page is never on the stack twice. The links inside the
  * blocks are written and read through segment/free_list.h (encoded and
  * checked in the secure build); the page->remote word itself stays plain.
+ * With HAKMEM_DEBUG_LISTS (segment/list_check.h) a pushed chain and a taken
+ * list are walked: their blocks, length and last block must match the word.
  *
  * The word carries the list's length and its last block with its head
  * (layout in remote.h: the first and last blocks' offsets in their segment,
@@ -95,6 +97,7 @@
 #include "heap/heap.h"
 #include "os/lock.h"
 #include "segment/free_list.h"
+#include "segment/list_check.h"
 #include "segment/segment.h"
 #include "stats/stats.h"
 
@@ -104,6 +107,7 @@ static _Atomic(hak_page_t *) abandoned[HAK_NCLASSES];
 
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  LIST_CHECK_CHAIN("remote list (push)", page, first, n, last, false);
   do {
     block_set_next(page, last, remote_head(page, old));
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
@@ -133,6 +137,7 @@ unsigned remote_take(hak_page_t *page, bool keep_queued) {
    * 5% of bench_sizemix's time, beside the refill's own walk of the same
    * blocks.) */
   void *tail = remote_tail(page, v);
+  LIST_CHECK_CHAIN("remote list (take)", page, head, n, tail, true);
   if (page->free) block_set_next(page, tail, page->free);
   page_free_prepended(page, head, tail);
   page->used -= n;

@@ -14,7 +14,12 @@
  * refill or collection that reads it: one line ("hakmem: malloc: corrupted
  * free list 0x<block>") and abort. Only the cold side reads and writes links
  * (refill, flush, remote frees): the thread caches are arrays, and the other
- * builds store plain pointers, compiled to the same code as before. */
+ * builds store plain pointers, compiled to the same code as before.
+ *
+ * Debug builds with HAKMEM_DEBUG_LISTS (the UBSan build) also check every
+ * list where it is popped, pushed, spliced or taken whole: links within
+ * the page at block starts, lengths against the page's counts, tails
+ * (segment/list_check.h; nothing in the other builds). */
 #ifndef HAK_FREE_LIST_H
 #define HAK_FREE_LIST_H
 
