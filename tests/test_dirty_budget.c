@@ -16,8 +16,9 @@
  *     (none of it is 250 ms old).
  *  3. 400 ms later, a churn: its sweep finds the 14 MiB old enough and far
  *     over HAKMEM_DIRTY_MAX (8 MiB at most, adapted), but under a quarter
- *     of the ~85 MiB in pages: at least 8 MiB must stay resident, with at
- *     most 4 madvise calls. Before (a budget of HAKMEM_DIRTY_MAX, doubled
+ *     of the ~85 MiB in pages: it must stay resident (all but 1 MiB of
+ *     what was there before the sweep, at least 4 MiB), with at most 4
+ *     madvise calls. Before (a budget of HAKMEM_DIRTY_MAX, doubled
  *     on refaults) it purged them: 13.4 -> 3.0 MiB, 14 madvise calls.
  *  4. The purge delay is set to 100 ms, the live blocks are freed and a
  *     churn follows, then 500 ms later another: the budget follows the peak
@@ -93,10 +94,17 @@ int main(void)
     printf("test_dirty_budget: %.1f MiB in pages, %.1f -> %.1f MiB freed but resident, %llu madvise calls\n",
            (double)b.memory.in_use / MiB, (double)a.memory.free_resident / MiB, (double)b.memory.free_resident / MiB,
            calls);
-    CHECK(b.memory.free_resident >= 8 * MiB,
-          "%.1f MiB of free memory left resident: a sweep purged memory within a quarter of the pages' footprint "
-          "(%.1f MiB in pages)",
-          (double)b.memory.free_resident / MiB, (double)b.memory.in_use / MiB);
+    /* How much of the freed memory is still free and resident before the
+     * sweep depends on the build (the secure build's large pages are cut
+     * and guarded differently, so the first churn reuses more of them: 5.8
+     * MiB there, 13.4 in the standard build): the test needs it well over
+     * HAKMEM_DIRTY_MAX, and the sweep must leave it resident. */
+    CHECK(a.memory.free_resident >= 4 * MiB, "only %.1f MiB of the freed memory still resident before the sweep",
+          (double)a.memory.free_resident / MiB);
+    CHECK(b.memory.free_resident + MiB >= a.memory.free_resident,
+          "%.1f -> %.1f MiB of free memory left resident: a sweep purged memory within a quarter of the pages' "
+          "footprint (%.1f MiB in pages)",
+          (double)a.memory.free_resident / MiB, (double)b.memory.free_resident / MiB, (double)b.memory.in_use / MiB);
     CHECK(calls <= 4, "%llu madvise calls while the dirty memory was within the budget", calls);
 
     CHECK(hak_option_set("HAKMEM_PURGE_DELAY_MS", 100) == 0, "setting the purge delay");
