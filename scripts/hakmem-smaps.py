@@ -13,11 +13,14 @@ summed by kind, in KiB.
 
 Kernels built without CONFIG_ANON_VMA_NAME (or older than 5.17) show no
 names. Then the script falls back to an estimate and says so: anonymous
-read-write mappings that start on a 2 MiB boundary and span at least 2 MiB
-(segments and huge blocks always do; a neighbouring heap record may be merged
-into them, and other large anonymous mappings of the program may match too),
-counting mappings joined through no-access ones (the secure build's guard
-pages) as one.
+read-write mappings that hold a whole 2 MiB-aligned 2 MiB range (segments
+and huge blocks always do; other large anonymous mappings of the program may
+match too), counting mappings joined through no-access ones (the secure
+build's guard pages) as one. Not "that start on a 2 MiB boundary": the kernel
+merges a neighbouring anonymous mapping (a heap record, another program
+mapping) into the one above it, and in the secure build a guard chain then
+joins every segment after it to that unaligned start (test_smaps_script
+counted 0 kB in about 1 run in 15).
 """
 import json
 import re
@@ -78,7 +81,7 @@ def summarize(text):
                 continue
             kind = m["path"][len("[anon:hakmem-"):-1] or "hakmem"
         else:
-            if m["path"] or not m["perms"].startswith("rw") or m["lo"] % SEG or m["hi"] - m["lo"] < SEG:
+            if m["path"] or not m["perms"].startswith("rw") or -(-m["lo"] // SEG) * SEG + SEG > m["hi"]:
                 continue
             kind = "aligned-anonymous"
         k = kinds.setdefault(kind, dict({f: 0 for f in FIELDS}, mappings=0))
