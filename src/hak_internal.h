@@ -146,6 +146,13 @@ typedef struct hak_page {
    * while one is set. */
   struct hak_page *anext;
   _Atomic(uint8_t) alisted;
+  /* Large page: the 4 KiB pages of its run's last slice where a block's
+   * last byte has been (bit d: d pages before the run's last one), so the
+   * page stash can hand the run to a block whose end falls on a page
+   * already resident (large/page_stash.c). Cleared by page_init, kept by
+   * segment_page_reinit (the run is the same), cleared when the run's end
+   * moves (segment/large_run.c). Its holder's alone. */
+  uint16_t  ends;
 } hak_page_t;
 
 _Static_assert(sizeof(hak_page_t) <= 128, "page records stay small");

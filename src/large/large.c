@@ -274,7 +274,10 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   /* Pages of up to two slices fit the thread's page cache, which keeps them
    * local: the stash is for bigger ones, which overflowed it to the segment
    * lock. */
-  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n) : NULL;
+  /* The block starts align_up(HAK_HEAD, align) into its run (runs start on
+   * a slice boundary; a larger alignment only makes the hint inexact). */
+  size_t lead = align <= HAK_SLICE_SIZE ? align_up(HAK_HEAD, align) : 0;
+  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n, lead + size + (size == 0) - 1) : NULL;
   if (!pg) {
     hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
     if (h) heap_lock(h);
@@ -287,6 +290,7 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - guard - b);
   pg->used = 1;
+  page_stash_note_end(pg, b + size + (size == 0) - 1);
 #if HAK_SECURE
   segment_large_guard(pg);
 #endif

@@ -8,8 +8,12 @@
 #include "hak_internal.h"
 
 /* A stashed page of n..n+n/4 slices, re-initialised for a large block, now
- * the caller's; NULL if none. */
-hak_page_t *page_stash_take(unsigned n) HAK_HIDDEN;
+ * the caller's; NULL if none. `last`: where the block's last byte will be,
+ * in bytes from the run's start (a run whose blocks ended on that OS page
+ * before is preferred). */
+hak_page_t *page_stash_take(unsigned n, size_t last) HAK_HIDDEN;
+/* pg, a large page, has a block whose last byte is at `last` (pg->ends). */
+void page_stash_note_end(hak_page_t *pg, const void *last) HAK_HIDDEN;
 /* A stashed page of class cls (one of several slices), re-initialised,
  * now the caller's; NULL if none. */
 hak_page_t *page_stash_take_class(unsigned cls) HAK_HIDDEN;

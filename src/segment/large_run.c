@@ -82,6 +82,7 @@ static bool run_grow(hak_page_t *pg, unsigned n) {
   if (!ok) return false;
   pg->slice_count = (uint8_t)n;
   pg->end = (uint8_t *)s + ((size_t)(first + n) << HAK_SLICE_SHIFT);
+  pg->ends = 0; /* relative to the run's end, which moved */
 #if HAK_SECURE
   seg_guards_open(s, first, n, HAK_CLASS_NONE); /* the old end's, and any left in the slices taken */
   segment_large_guard(pg);
@@ -96,6 +97,7 @@ static void run_shrink(hak_page_t *pg, unsigned n) {
   unsigned first = pg->first_slice, old = pg->slice_count, j = first + n;
   pg->slice_count = (uint8_t)n;
   pg->end = (uint8_t *)s + ((size_t)j << HAK_SLICE_SHIFT);
+  pg->ends = 0; /* relative to the run's end, which moved */
 #if HAK_SECURE
   segment_large_guard(pg);
 #endif
@@ -106,6 +108,7 @@ static void run_shrink(hak_page_t *pg, unsigned n) {
   t->cls = HAK_CLASS_NONE;
   t->slice_count = (uint8_t)(old - n);
   t->first_slice = j;
+  t->ends = 0;
   t->state = HAK_PAGE_LARGE;
   segment_page_free(t); /* detaches its slices from pg: slice_page, slice map */
 }

@@ -145,6 +145,7 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
   }
 #endif
   memset(pg, 0, offsetof(hak_page_t, anext)); /* a stale abandoned entry may point here */
+  pg->ends = 0;
   pg->start = pg->bump = start;
   pg->end = end;
   pg->cls = (uint16_t)cls;
@@ -462,9 +463,11 @@ hak_page_t *segment_page_alloc(unsigned shard, unsigned n, unsigned cls) {
 
 void segment_page_reinit(hak_page_t *pg, unsigned cls) {
   bool zero = pg->known_zero; /* a page cut but never used stays known zero */
+  uint16_t ends = pg->ends;   /* the same run: the same pages are resident */
   page_guards_open(pg, cls); /* no shard lock held: the page is the caller's */
   page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
   pg->known_zero = zero;
+  pg->ends = ends;
 }
 
 void segment_page_detach(hak_page_t *pg) {
