@@ -24,8 +24,13 @@
 #include <string.h>
 #include <time.h>
 #include <malloc.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifndef __cplusplus
+#include <pthread.h>
+#include <stdatomic.h>
+#endif
 
 #ifdef HAK_TEST_HAK_API
 /* Built into a program on the hak_ API (tests/sanitize: the TSan build, whose
@@ -212,7 +217,7 @@ static inline uint64_t ht_below(ht_rng *r, uint64_t n)
 
 /* steps random replacements over ws slots: each frees a random slot's block
  * and puts fill's new one there (test_tcache_mid, test_tcache_big: the
- * classes' cache counts walk between a refill and a flush). */
+ * classes' cache counts walk between a refill and a flush; ht_cold_events). */
 static inline void ht_replace_steps(void **slot, unsigned ws, unsigned steps,
                                     void *(*fill)(ht_rng *), ht_rng *r)
 {
@@ -221,6 +226,30 @@ static inline void ht_replace_steps(void **slot, unsigned ws, unsigned steps,
         free(slot[i]);
         slot[i] = fill(r);
     }
+}
+
+/* malloc(n), its first and last byte written (as bench_sizemix does). */
+static inline void *ht_malloc_ends(size_t n)
+{
+    unsigned char *p = (unsigned char *)malloc(n);
+    CHECK(p != NULL, "malloc(%zu)", n);
+    p[0] = 1;
+    p[n - 1] = 2;
+    return p;
+}
+
+/* Cold events (refills and flushes of the class caches, counted by the
+ * thread's heap at *tick: &hak_tls.heap->tick) in steps replacements over
+ * ws slots, which it fills first, after as many steps that let the caps
+ * grow (they grow on cold events). */
+static inline uint32_t ht_cold_events(void **slot, unsigned ws, unsigned steps, void *(*fill)(ht_rng *), ht_rng *r,
+                                      const uint32_t *tick)
+{
+    for (unsigned i = 0; i < ws; i++) slot[i] = fill(r);
+    ht_replace_steps(slot, ws, steps, fill, r);
+    uint32_t before = *tick;
+    ht_replace_steps(slot, ws, steps, fill, r);
+    return *tick - before;
 }
 
 /* Pattern: the byte at offset i of a block with key k is byte (i % 8) of the
@@ -350,6 +379,28 @@ static inline void ht_keyed_check_free(unsigned char *p, size_t lo, size_t hi, s
     free(p);
 }
 
+/* Children whose end and output a test checks. ht_wait waits for child pid
+ * (again after EINTR) and returns its wait status. ht_exited0(st): it exited
+ * with status 0; ht_killed_by(st, sig): signal sig ended it; ht_status_text
+ * says which ("exit N", "signal N (name)") into buf. */
+static inline int ht_wait(pid_t pid)
+{
+    int st = 0;
+    pid_t r;
+    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+    CHECK(r == pid, "waitpid(%d): %s", (int)pid, strerror(errno));
+    return st;
+}
+static inline int ht_exited0(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
+static inline int ht_killed_by(int st, int sig) { return WIFSIGNALED(st) && WTERMSIG(st) == sig; }
+static inline const char *ht_status_text(int st, char *buf, size_t cap)
+{
+    if (WIFEXITED(st)) snprintf(buf, cap, "exit %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st)) snprintf(buf, cap, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else snprintf(buf, cap, "status 0x%x", st);
+    return buf;
+}
+
 /* The fork step of the multi-threaded stress tests. ht_fork_wait forks;
  * the child runs child(), which must end with _exit; the parent waits and
  * requires exit status 0. ht_child_rounds is such a child's work: rounds
@@ -379,11 +430,143 @@ static inline void ht_fork_wait(void (*child)(void))
         child();
         _exit(0);
     }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x (signal %d)", (int)pid, st,
-          WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    int st = ht_wait(pid);
+    char how[64];
+    CHECK(ht_exited0(st), "child %d ended with %s", (int)pid, ht_status_text(st, how, sizeof how));
 }
+
+/* ht_run_captured(fn, arg, err, err_cap, out, out_cap) runs fn(arg) in a
+ * forked child (stdio flushed first; the child _exits 0 if fn returns),
+ * its stderr sent to an unlinked temporary file (err NULL: to /dev/null)
+ * and, when out is given, its stdout to another; it waits for the child
+ * and returns its wait status, with what the child wrote in err and out
+ * (the first cap - 1 bytes, NUL-terminated). Files, not pipes: a child
+ * that says much never blocks, its parent reads after the end. */
+static inline int ht_tmp_fd(void)
+{
+    char path[] = "/tmp/hak_test_child.XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
+    unlink(path);
+    return fd;
+}
+static inline void ht_read_back(int fd, char *buf, size_t cap)
+{
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    close(fd);
+}
+static inline int ht_run_captured(void (*fn)(void *), void *arg, char *err, size_t err_cap, char *out,
+                                  size_t out_cap)
+{
+    int fe = err ? ht_tmp_fd() : open("/dev/null", O_WRONLY), fo = out ? ht_tmp_fd() : -1;
+    CHECK(fe >= 0, "open /dev/null: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fe, 2);
+        if (out) dup2(fo, 1);
+        fn(arg);
+        _exit(0);
+    }
+    int st = ht_wait(pid);
+    if (err) ht_read_back(fe, err, err_cap);
+    else close(fe);
+    if (out) ht_read_back(fo, out, out_cap);
+    return st;
+}
+
+/* A child for ht_run_captured that runs a program again: argv[0] is its
+ * path, env an assignment ("NAME=value") added to the environment, or NULL.
+ * It ends with status 127 when the program cannot run. */
+typedef struct {
+    const char *env;
+    const char *const *argv;
+} ht_exec_t;
+static inline void ht_exec(void *arg)
+{
+    const ht_exec_t *e = (const ht_exec_t *)arg;
+    if (e->env) putenv((char *)e->env);
+    execv(e->argv[0], (char *const *)e->argv);
+    _exit(127);
+}
+
+#ifndef __cplusplus
+/* The mailbox stress of test_page_exchange and test_huge_cache. A worker
+ * (ht_swap_worker, arg an ht_swap_arg_t) makes ops blocks with make: one in
+ * four it keeps in a ring of its own (ring <= 16 places; the block it
+ * replaces there is checked and freed by check_free), the others it swaps
+ * into a random place of box (slots places), checking and freeing the
+ * block it takes out, most often another thread's. ht_swap_generations
+ * starts threads workers and replaces each gens times, with malloc_trim(0)
+ * after every fourth replacement and ht_fork_wait(child) after the
+ * generations g with g % fork_every == fork_at, and counts both;
+ * ht_swap_drain checks and frees what is left in box. */
+typedef struct {
+    _Atomic(unsigned char *) *box;
+    unsigned slots, ring, ops;
+    uint64_t seed;
+    unsigned char *(*make)(ht_rng *);
+    void (*check_free)(unsigned char *);
+} ht_swap_t;
+typedef struct {
+    const ht_swap_t *sw;
+    uintptr_t id;
+} ht_swap_arg_t;
+static inline void *ht_swap_worker(void *arg)
+{
+    const ht_swap_t *sw = ((const ht_swap_arg_t *)arg)->sw;
+    ht_rng r = {sw->seed ^ ht_mix64(((const ht_swap_arg_t *)arg)->id)};
+    unsigned char *ring[16] = {0};
+    for (unsigned i = 0; i < sw->ops; i++) {
+        unsigned char *p = sw->make(&r);
+        if (ht_below(&r, 4) == 0) { /* a few stay local: freed by their owner */
+            unsigned k = (unsigned)ht_below(&r, sw->ring);
+            if (ring[k]) sw->check_free(ring[k]);
+            ring[k] = p;
+            continue;
+        }
+        unsigned char *old = atomic_exchange(&sw->box[ht_below(&r, sw->slots)], p);
+        if (old) sw->check_free(old);
+    }
+    for (unsigned k = 0; k < sw->ring; k++)
+        if (ring[k]) sw->check_free(ring[k]);
+    return NULL;
+}
+static inline void ht_swap_generations(const ht_swap_t *sw, unsigned threads, unsigned gens, unsigned fork_every,
+                                       unsigned fork_at, void (*child)(void), unsigned *trims, unsigned *forks)
+{
+    CHECK(threads >= 1 && threads <= 64 && sw->ring >= 1 && sw->ring <= 16, "THREADS in 1..64");
+    pthread_t t[64];
+    ht_swap_arg_t a[64];
+    uintptr_t id = 1;
+    for (unsigned i = 0; i < threads; i++) {
+        a[i] = (ht_swap_arg_t){sw, id++};
+        CHECK(pthread_create(&t[i], NULL, ht_swap_worker, &a[i]) == 0, "pthread_create");
+    }
+    for (unsigned g = 0; g < gens; g++) {
+        for (unsigned i = 0; i < threads; i++) {
+            CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
+            a[i] = (ht_swap_arg_t){sw, id++};
+            CHECK(pthread_create(&t[i], NULL, ht_swap_worker, &a[i]) == 0, "pthread_create");
+            if ((i & 3) == 0) { malloc_trim(0); ++*trims; }
+        }
+        if (g % fork_every == fork_at) {
+            ht_fork_wait(child);
+            ++*forks;
+        }
+    }
+    for (unsigned i = 0; i < threads; i++) CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
+}
+static inline void ht_swap_drain(_Atomic(unsigned char *) *box, unsigned slots, void (*check_free)(unsigned char *))
+{
+    for (unsigned k = 0; k < slots; k++) {
+        unsigned char *p = atomic_exchange(&box[k], NULL);
+        if (p) check_free(p);
+    }
+}
+#endif
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #define SLOTS 4096
 static _Atomic(unsigned char *) mailbox[SLOTS];
@@ -104,9 +103,8 @@ int main(int argc, char **argv)
                 round_of(threads, &id);
                 _exit(0);
             }
-            int st;
-            CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child ended with status 0x%x", st);
+            int st = ht_wait(pid);
+            CHECK(ht_exited0(st), "child ended with status 0x%x", st);
             forks++;
         }
     }

@@ -15,7 +15,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 void atfork_needed_counts(int *prepared, int *parents, int *children);
 
@@ -58,10 +57,8 @@ static void fork_one(int k)
         free(big);
         _exit(0);
     }
-    int st;
-    while (waitpid(pid, &st, 0) != pid)
-        CHECK(errno == EINTR, "waitpid failed: %s", strerror(errno));
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status 0x%x", k, st);
+    int st = ht_wait(pid);
+    CHECK(ht_exited0(st), "child %d ended with status 0x%x", k, st);
 }
 
 static void *forker(void *arg)

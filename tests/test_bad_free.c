@@ -23,21 +23,10 @@
  *                  block; no malloc may hand out header memory afterwards
  * (glibc's answer is to abort; this is HAKMEM's own, so there is no glibc
  * baseline.) Registered only for builds with checks. */
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "hak_test.h"
 
 #define MiB ((size_t)1 << 20)
 #define SEG ((uintptr_t)2 << 20)
-
-static void *hide(void *p) {
-  __asm__ volatile("" : "+r"(p)::"memory");
-  return p;
-}
 
 /* Free p + off (p: a live block of n bytes, its address printed for the
  * parent), then check that no later malloc overlaps p and that p keeps its
@@ -46,7 +35,7 @@ static int interior_free_n(char *p, size_t n, unsigned off) {
   memset(p, 1, n);
   printf("%p\n", (void *)(p + off));
   fflush(stdout);
-  free(hide(p + off));
+  free(ht_hide_ptr(p + off));
   for (int i = 0; i < 64; i++) {
     char *q = malloc(n);
     if (q < p + n && q + n > p) {
@@ -108,11 +97,26 @@ static int child_huge_unmapped(void) {
   printf("%p\n", (void *)p);
   fflush(stdout);
   free(p);
-  free(hide(p));
+  free(ht_hide_ptr(p));
   char *q = malloc(100 * MiB); /* the allocator still works */
   if (!q) return 3;
   memset(q, 2, 4096);
   free(q);
+  return 0;
+}
+
+/* After the free of stale pointer h: no malloc of 16 B-4 KiB may hand out h
+ * or memory of the header (the first 8 KiB) of the segment at chunk. */
+static int no_header_blocks(uintptr_t chunk, const char *h) {
+  for (unsigned n = 16; n <= 4096; n += 16)
+    for (int i = 0; i < 4; i++) {
+      char *q = malloc(n);
+      if (q == h || (uintptr_t)q - chunk < 8192) {
+        fprintf(stderr, "child: malloc(%u) = %p: the stale pointer %p or header memory of the segment at %p\n", n,
+                (void *)q, (void *)h, (void *)chunk);
+        return 3;
+      }
+    }
   return 0;
 }
 
@@ -133,20 +137,10 @@ static int child_huge_reused(void) {
     fprintf(stderr, "child: no segment was mapped over the freed block's address: case not reproduced\n");
     return 77;
   }
-  uintptr_t chunk = (uintptr_t)h & ~(SEG - 1);
   printf("%p\n", (void *)h);
   fflush(stdout);
-  free(hide(h));
-  for (unsigned n = 16; n <= 4096; n += 16)
-    for (int i = 0; i < 4; i++) {
-      char *q = malloc(n);
-      if (q == h || (uintptr_t)q - chunk < 8192) {
-        fprintf(stderr, "child: malloc(%u) = %p: the stale pointer %p or segment header memory\n", n, (void *)q,
-                (void *)h);
-        return 3;
-      }
-    }
-  return 0;
+  free(ht_hide_ptr(h));
+  return no_header_blocks((uintptr_t)h & ~(SEG - 1), h);
 }
 
 /* What a stale huge pointer in a reused range amounts to, made directly: a
@@ -158,39 +152,15 @@ static int child_header(void) {
   char *h = (char *)chunk + 64;
   printf("%p\n", (void *)h);
   fflush(stdout);
-  free(hide(h));
-  for (unsigned n = 16; n <= 4096; n += 16)
-    for (int i = 0; i < 4; i++) {
-      char *q = malloc(n);
-      if ((uintptr_t)q - chunk < 8192) {
-        fprintf(stderr, "child: malloc(%u) = %p is inside the segment header at %p\n", n, (void *)q, (void *)chunk);
-        return 3;
-      }
-    }
-  return 0;
+  free(ht_hide_ptr(h));
+  return no_header_blocks(chunk, h);
 }
 
 static int run_case(const char *self, const char *name, const char *env) {
-  char out[] = "/tmp/hak_bfXXXXXX", err[] = "/tmp/hak_bfeXXXXXX";
-  int fo = mkstemp(out), fe = mkstemp(err);
-  if (fo < 0 || fe < 0) return 1;
-  unlink(out);
-  unlink(err);
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fo, 1);
-    dup2(fe, 2);
-    if (env) putenv((char *)env);
-    execl(self, self, "case", name, (char *)NULL);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  char obuf[128] = {0}, ebuf[1024] = {0};
-  pread(fo, obuf, sizeof obuf - 1, 0);
-  pread(fe, ebuf, sizeof ebuf - 1, 0);
-  close(fo);
-  close(fe);
+  const char *argv[] = {self, "case", name, NULL};
+  ht_exec_t e = {env, argv};
+  char obuf[128], ebuf[1024], how[64];
+  int status = ht_run_captured(ht_exec, &e, ebuf, sizeof ebuf, obuf, sizeof obuf);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
     printf("test_bad_free: %s: skipped: %s", name, ebuf);
     return 0;
@@ -198,10 +168,9 @@ static int run_case(const char *self, const char *name, const char *env) {
   char want[160];
   unsigned long long ptr = strtoull(obuf, NULL, 16);
   snprintf(want, sizeof want, "hakmem: free: invalid pointer 0x%016llx", ptr);
-  int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ptr && strstr(ebuf, want);
-  printf("test_bad_free: %s: %s (child %s %d; stderr: %s)\n", name, ok ? "reported and ignored" : "FAILED",
-         WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-         ebuf[0] ? strtok(ebuf, "\n") : "(empty)");
+  int ok = ht_exited0(status) && ptr && strstr(ebuf, want);
+  printf("test_bad_free: %s: %s (child %s; stderr: %s)\n", name, ok ? "reported and ignored" : "FAILED",
+         ht_status_text(status, how, sizeof how), ebuf[0] ? strtok(ebuf, "\n") : "(empty)");
   return ok ? 0 : 1;
 }
 
@@ -215,13 +184,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "header") == 0) return child_header();
     return 2;
   }
-  int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_owns");
-  void *probe = malloc(16);
-  if (!owns || !owns(probe)) {
-    fprintf(stderr, "test_bad_free: FAIL: not running on HAKMEM (preload libhakmem.so)\n");
-    return 1;
-  }
-  free(probe);
+  hak_test_require_hakmem("test_bad_free");
   int fails = 0;
   fails += run_case(argv[0], "interior", NULL);
   fails += run_case(argv[0], "interior0", NULL);

@@ -96,6 +96,8 @@ static void run_case(const char *name) {
     heap_return_pending(h, &q);
 }
 
+static void case_child(void *name) { run_case(name); }
+
 int main(int argc, char **argv) {
     hak_test_name = "test_debug_lists";
     g_cls = size_class_of(3000);
@@ -108,34 +110,15 @@ int main(int argc, char **argv) {
     static const char *const expect[] = {NULL, "link not at a block start", "length differs from its count",
                                          "longer than the page's capacity", "link outside the page"};
     for (unsigned c = 0; c < sizeof cases / sizeof *cases; c++) {
-        int fd[2];
-        CHECK(pipe(fd) == 0, "pipe: %s", strerror(errno));
-        fflush(stdout);
-        pid_t pid = fork();
-        CHECK(pid >= 0, "fork: %s", strerror(errno));
-        if (pid == 0) {
-            dup2(fd[1], STDERR_FILENO);
-            close(fd[0]);
-            close(fd[1]);
-            run_case(cases[c]);
-            _exit(0);
-        }
-        close(fd[1]);
         char out[4096];
-        size_t len = 0;
-        ssize_t r;
-        while ((r = read(fd[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)r;
-        out[len] = 0;
-        close(fd[0]);
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+        int st = ht_run_captured(case_child, (void *)cases[c], out, sizeof out, NULL, 0);
         if (!expect[c]) {
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && len == 0,
+            CHECK(ht_exited0(st) && !out[0],
                   "case %s: the uncorrupted lists were reported (status %#x): %s", cases[c], st, out);
             printf("test_debug_lists: %s: no report\n", cases[c]);
             continue;
         }
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "case %s: the child was not aborted (status %#x): %s",
+        CHECK(ht_killed_by(st, SIGABRT), "case %s: the child was not aborted (status %#x): %s",
               cases[c], st, out);
 #if HAK_SECURE
         bool secure_first = strstr(out, "corrupted free list") != NULL;

@@ -3,23 +3,11 @@
  * the second free is ignored, so the block is never handed to two owners.
  * (glibc aborts here; this is HAKMEM's own defined answer, so the test has no
  * glibc baseline.) Registered only for builds with checks. */
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static int fail(const char *msg) {
-  fprintf(stderr, "test_double_free: FAIL: %s\n", msg);
-  return 1;
-}
+#include "hak_test.h"
 
 /* In a child: free a block twice, then take two blocks of the same size. */
-static int run_child(size_t size, int fd) {
-  dup2(fd, 2);
+static void run_child(void *arg) {
+  size_t size = *(const size_t *)arg;
   char *a = malloc(size);
   memset(a, 1, size);
   free(a);
@@ -36,7 +24,8 @@ static int run_child(size_t size, int fd) {
 
 /* In a child whose stderr is /dev/full (the report's write fails with
  * ENOSPC): a reported double free leaves errno as it was, as free does. */
-static int run_errno_child(void) {
+static void run_errno_child(void *arg) {
+  (void)arg;
   int full = open("/dev/full", O_WRONLY);
   if (full < 0) _exit(0); /* no /dev/full: nothing to check */
   dup2(full, 2);
@@ -48,40 +37,19 @@ static int run_errno_child(void) {
 }
 
 int main(void) {
-  int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_owns");
-  void *probe = malloc(16);
-  if (!owns || !owns(probe)) return fail("not running on HAKMEM (preload libhakmem.so)");
-  free(probe);
+  hak_test_require_hakmem("test_double_free");
   static const size_t sizes[] = {16, 24, 100, 1000, 4096, 20000};
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
-    char path[] = "/tmp/hak_dfXXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return fail("mkstemp");
-    unlink(path);
-    pid_t pid = fork();
-    if (pid == 0) run_child(sizes[i], fd);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    char buf[512] = {0};
-    pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      fprintf(stderr, "test_double_free: size %zu: child status %d\n", sizes[i], status);
-      return fail("a double free handed one block to two owners, or crashed");
-    }
-    if (!strstr(buf, "hakmem: free: double free 0x")) {
-      fprintf(stderr, "test_double_free: size %zu: stderr was: %s\n", sizes[i], buf);
-      return fail("the double free was not reported");
-    }
+    char buf[512];
+    int status = ht_run_captured(run_child, (void *)&sizes[i], buf, sizeof buf, NULL, 0);
+    CHECK(ht_exited0(status), "size %zu: child status 0x%x: a double free handed one block to two owners, or crashed",
+          sizes[i], status);
+    CHECK(strstr(buf, "hakmem: free: double free 0x"), "size %zu: the double free was not reported; stderr was: %s",
+          sizes[i], buf);
   }
-  pid_t pid = fork();
-  if (pid == 0) run_errno_child();
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "test_double_free: errno child status 0x%x\n", status);
-    return fail("reporting a double free (its write to stderr failing) changed errno");
-  }
+  int status = ht_run_captured(run_errno_child, NULL, NULL, 0, NULL, 0);
+  CHECK(ht_exited0(status), "errno child status 0x%x: reporting a double free (its write to stderr failing) changed "
+        "errno", status);
   printf("test_double_free: OK: double frees of cached blocks (16 B - 20 KB) reported and ignored; errno "
          "unchanged by a report whose write fails\n");
   return 0;

@@ -23,7 +23,6 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -205,12 +204,10 @@ typedef struct {
     char err[512];
 } fate_t;
 
-static void read_file(FILE *f, char *buf, size_t cap)
+/* keep it on one line */
+static void one_line(char *buf)
 {
-    rewind(f);
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = 0;
-    /* keep it on one line */
+    size_t n = strlen(buf);
     for (size_t i = 0; i < n; i++)
         if (buf[i] == '\n' && i + 1 < n)
             buf[i] = '|';
@@ -218,51 +215,41 @@ static void read_file(FILE *f, char *buf, size_t cap)
             buf[i] = 0;
 }
 
+typedef struct {
+    const char *self, *name, *preload;
+} child_t;
+
+static void case_child(void *arg)
+{
+    const child_t *c = arg;
+    struct rlimit rl = { 0, 0 };
+    setrlimit(RLIMIT_CORE, &rl); /* no core files from the crashing cases */
+    setenv("LIBC_FATAL_STDERR_", "1", 1); /* glibc's abort message to stderr, not the tty */
+    if (c->preload) {
+        setenv("LD_PRELOAD", c->preload, 1);
+        unsetenv("HAKMEM_TEST_PLAIN");
+    } else {
+        unsetenv("LD_PRELOAD");
+        setenv("HAKMEM_TEST_PLAIN", "1", 1);
+    }
+    execl(c->self, "test_foreign", "case", c->name, (char *)NULL);
+    _exit(127);
+}
+
 static fate_t run_child(const char *self, const char *name, const char *preload)
 {
     fate_t f;
-    memset(&f, 0, sizeof f);
-    FILE *out = tmpfile(), *err = tmpfile();
-    CHECK(out && err, "tmpfile failed");
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork failed");
-    if (pid == 0) {
-        struct rlimit rl = { 0, 0 };
-        setrlimit(RLIMIT_CORE, &rl); /* no core files from the crashing cases */
-        dup2(fileno(out), 1);
-        dup2(fileno(err), 2);
-        setenv("LIBC_FATAL_STDERR_", "1", 1); /* glibc's abort message to stderr, not the tty */
-        if (preload) {
-            setenv("LD_PRELOAD", preload, 1);
-            unsetenv("HAKMEM_TEST_PLAIN");
-        } else {
-            unsetenv("LD_PRELOAD");
-            setenv("HAKMEM_TEST_PLAIN", "1", 1);
-        }
-        execl(self, "test_foreign", "case", name, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0)
-        ;
-    f.status = st;
-    read_file(out, f.out, sizeof f.out);
-    read_file(err, f.err, sizeof f.err);
-    fclose(out);
-    fclose(err);
+    child_t c = {self, name, preload};
+    f.status = ht_run_captured(case_child, &c, f.err, sizeof f.err, f.out, sizeof f.out);
+    one_line(f.out);
+    one_line(f.err);
     return f;
 }
 
 static void describe(const fate_t *f, char *buf, size_t cap)
 {
-    if (WIFEXITED(f->status))
-        snprintf(buf, cap, "exit %d [%s]", WEXITSTATUS(f->status), f->out);
-    else if (WIFSIGNALED(f->status))
-        snprintf(buf, cap, "signal %d (%s) [%s]", WTERMSIG(f->status), strsignal(WTERMSIG(f->status)), f->out);
-    else
-        snprintf(buf, cap, "status 0x%x", f->status);
+    char how[64];
+    snprintf(buf, cap, "%s [%s]", ht_status_text(f->status, how, sizeof how), f->out);
 }
 
 static void part_b(void)

@@ -133,9 +133,8 @@ static void child_work(int k)
                 check_and_free(make(size_of((uint64_t)i)), "grandchild");
             _exit(0);
         }
-        int st;
-        CHECK(waitpid(g, &st, 0) == g, "child: waitpid failed");
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "grandchild ended with status 0x%x", st);
+        int st = ht_wait(g);
+        CHECK(ht_exited0(st), "grandchild ended with status 0x%x", st);
     }
     _exit(0);
 }
@@ -150,15 +149,13 @@ static void fork_one(int k, const char *who)
     CHECK(pid >= 0, "fork failed: %s", strerror(errno));
     if (pid == 0)
         child_work(k);
-    int st;
-    while (waitpid(pid, &st, 0) != pid)
-        CHECK(errno == EINTR, "waitpid failed: %s", strerror(errno));
+    int st = ht_wait(pid);
     atomic_fetch_add(&g_children, 1);
     if (WIFSIGNALED(st))
         HT_FAIL("child %d forked by %s was killed by signal %d (%s)%s", k, who, WTERMSIG(st),
                 strsignal(WTERMSIG(st)),
                 WTERMSIG(st) == SIGALRM ? ": it hung for 20 s (deadlock on an allocator lock after fork?)" : "");
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d forked by %s exited with status %d", k, who,
+    CHECK(ht_exited0(st), "child %d forked by %s exited with status %d", k, who,
           WEXITSTATUS(st));
 }
 

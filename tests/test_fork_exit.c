@@ -19,7 +19,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #define NFREERS 3
 #define NBOX 256
@@ -89,13 +88,11 @@ static void *worker(void *arg)
         CHECK(pid >= 0, "fork failed: %s", strerror(errno));
         if (pid == 0)
             child();
-        int st;
-        while (waitpid(pid, &st, 0) != pid)
-            CHECK(errno == EINTR, "waitpid failed: %s", strerror(errno));
+        int st = ht_wait(pid);
         g_done++;
-        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        if (ht_killed_by(st, SIGALRM))
             g_hung++;
-        else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        else if (!ht_exited0(st)) {
             g_failed++;
             fprintf(stderr, "test_fork_exit: child %d ended with status 0x%x\n", f, st);
         }

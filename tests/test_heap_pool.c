@@ -20,7 +20,6 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define SPAWNERS 6
@@ -130,9 +129,8 @@ static void *forker(void *arg)
             }
             _exit(0);
         }
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid, "waitpid failed");
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child ended with status 0x%x", st);
+        int st = ht_wait(pid);
+        CHECK(ht_exited0(st), "child ended with status 0x%x", st);
     }
     atomic_store(&g_forks_done, 1);
     return NULL;

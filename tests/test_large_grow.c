@@ -35,7 +35,6 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #ifndef HAK_SECURE
 #define HAK_SECURE 0
@@ -43,24 +42,18 @@
 
 #define SLICE ((size_t)65536)
 
+static void overflow_child(void *p) {
+  alarm(20);
+  size_t u = malloc_usable_size(p);
+  for (size_t i = u; i < u + (4u << 20); i++) ((volatile char *)p)[i] = 1;
+}
+
 /* Secure build: a child writing from the end of p's usable size onwards
  * must be killed (SIGSEGV, or SIGABRT from the fault handler naming it). */
 static void check_overflow_faults(char *p, const char *what) {
   if (!HAK_SECURE) return;
-  fflush(NULL);
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) dup2(fd, 2);
-    alarm(20);
-    size_t u = malloc_usable_size(p);
-    for (size_t i = u; i < u + (4u << 20); i++) ((volatile char *)p)[i] = 1;
-    _exit(0);
-  }
-  int st;
-  CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-  CHECK(WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGABRT),
+  int st = ht_run_captured(overflow_child, p, NULL, 0, NULL, 0);
+  CHECK(ht_killed_by(st, SIGSEGV) || ht_killed_by(st, SIGABRT),
         "%s: an overflow past the block did not fault (status %#x)", what, st);
 }
 

@@ -8,7 +8,6 @@
 #include "hakmem.h"
 
 #include <pthread.h>
-#include <sys/wait.h>
 
 static long long get(const char *name) {
   long long v = -1;
@@ -36,26 +35,10 @@ static void run_churn(void) {
 
 /* Runs this program again with one variable set; returns its stderr. */
 static void child_stderr(const char *self, const char *assign, char *out, size_t len) {
-  int fd[2];
-  CHECK(pipe(fd) == 0, "pipe");
-  pid_t pid = fork();
-  CHECK(pid >= 0, "fork");
-  if (pid == 0) {
-    dup2(fd[1], 2);
-    close(fd[0]);
-    putenv((char *)assign);
-    execl(self, self, "child", (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
-  size_t n = 0;
-  ssize_t r;
-  while (n + 1 < len && (r = read(fd[0], out + n, len - 1 - n)) > 0) n += (size_t)r;
-  out[n] = 0;
-  close(fd[0]);
-  int st;
-  waitpid(pid, &st, 0);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child with %s failed (status %d): %s", assign, st, out);
+  const char *argv[] = {self, "child", NULL};
+  ht_exec_t e = {assign, argv};
+  int st = ht_run_captured(ht_exec, &e, out, len, NULL, 0);
+  CHECK(ht_exited0(st), "child with %s failed (status %d): %s", assign, st, out);
 }
 
 static int count_lines(const char *s) {

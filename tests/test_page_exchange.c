@@ -24,7 +24,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #define SLOTS 512
 #define RING 16
@@ -58,26 +57,6 @@ static void check_free(unsigned char *p)
     atomic_fetch_add_explicit(&checked, 1, memory_order_relaxed);
 }
 
-static void *worker(void *arg)
-{
-    ht_rng r = {seed ^ ht_mix64((uintptr_t)arg)};
-    unsigned char *ring[RING] = {0};
-    for (unsigned i = 0; i < ops_per_thread; i++) {
-        unsigned char *p = make(&r);
-        if (ht_below(&r, 4) == 0) { /* a few stay local: freed by their owner */
-            unsigned k = (unsigned)ht_below(&r, RING);
-            if (ring[k]) check_free(ring[k]);
-            ring[k] = p;
-            continue;
-        }
-        unsigned char *old = atomic_exchange(&mailbox[ht_below(&r, SLOTS)], p);
-        if (old) check_free(old);
-    }
-    for (unsigned k = 0; k < RING; k++)
-        if (ring[k]) check_free(ring[k]);
-    return NULL;
-}
-
 static void child_work(void)
 {
     ht_child_rounds(seed * 31, make, check_free, 64, 20, 0);
@@ -91,31 +70,11 @@ int main(int argc, char **argv)
     unsigned gens = argc > 2 ? (unsigned)atoi(argv[2]) : 12;
     if (argc > 3) ops_per_thread = (unsigned)atoi(argv[3]);
     if (argc > 4) seed = strtoull(argv[4], NULL, 10);
-    CHECK(threads >= 1 && threads <= 64, "THREADS in 1..64");
-
-    pthread_t *t = calloc(threads, sizeof *t);
+    ht_swap_t sw = {mailbox, SLOTS, RING, ops_per_thread, seed, make, check_free};
     unsigned forks = 0, trims = 0;
-    uintptr_t id = 1;
-    for (unsigned i = 0; i < threads; i++)
-        CHECK(pthread_create(&t[i], NULL, worker, (void *)id++) == 0, "pthread_create");
-    for (unsigned g = 0; g < gens; g++) {
-        for (unsigned i = 0; i < threads; i++) {
-            CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
-            CHECK(pthread_create(&t[i], NULL, worker, (void *)id++) == 0, "pthread_create");
-            if ((i & 3) == 0) { malloc_trim(0); trims++; }
-        }
-        if (g % 6 == 3) {
-            ht_fork_wait(child_work);
-            forks++;
-        }
-    }
-    for (unsigned i = 0; i < threads; i++) CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
-    for (unsigned k = 0; k < SLOTS; k++) {
-        unsigned char *p = atomic_exchange(&mailbox[k], NULL);
-        if (p) check_free(p);
-    }
+    ht_swap_generations(&sw, threads, gens, 6, 3, child_work, &trims, &forks);
+    ht_swap_drain(mailbox, SLOTS, check_free);
     malloc_trim(0);
-    free(t);
     printf("test_page_exchange: OK: %u threads x %u generations, %lu blocks checked and freed, %u trims during the run, %u forked children\n",
            threads, gens, (unsigned long)atomic_load(&checked), trims, forks);
     return 0;

@@ -29,7 +29,6 @@
 
 #include <malloc.h>
 #include <pthread.h>
-#include <sys/wait.h>
 
 #define SIZE 48
 #define K    40  /* blocks put back on their page */
@@ -143,26 +142,26 @@ static void case_exit(void) {
     CHECK(exit_page->used == 0, "after the thread's exit its page counts %u blocks out, not 0", exit_page->used);
 }
 
+/* In a forked child: the blocks of the pending list go out, x not among them. */
+static void fork_child(void *x) {
+    void *got[MAXF];
+    for (unsigned i = 0; i < nfree - 1; i++) {
+        got[i] = malloc(SIZE);
+        if (!in_list(freel, nfree, got[i]) || got[i] == x) _exit(2);
+        memset(got[i], 0x33, SIZE);
+    }
+    if ((*pend_of(&hak_tls, cls)).head != NULL) _exit(3);
+    for (unsigned i = 0; i < nfree - 1; i++) free(got[i]);
+    free(x);
+    _exit(0);
+}
+
 static void case_fork(void) {
     hak_page_t *p = blocks_on_page();
     void *x = refill_pending(p);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        void *got[MAXF];
-        for (unsigned i = 0; i < nfree - 1; i++) {
-            got[i] = malloc(SIZE);
-            if (!in_list(freel, nfree, got[i]) || got[i] == x) _exit(2);
-            memset(got[i], 0x33, SIZE);
-        }
-        if ((*pend_of(&hak_tls, cls)).head != NULL) _exit(3);
-        for (unsigned i = 0; i < nfree - 1; i++) free(got[i]);
-        free(x);
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the forked child failed to take its pending blocks (status %d)", st);
+    char err[512];
+    int st = ht_run_captured(fork_child, x, err, sizeof err, NULL, 0);
+    CHECK(ht_exited0(st), "the forked child failed to take its pending blocks (status %d): %s", st, err);
     free(x);
     malloc_trim(0);
 }
@@ -201,29 +200,22 @@ static void case_remote(void) {
 }
 
 #if HAK_CHECKS && !HAK_SECURE
+static void double_child(void *victim) {
+    free(victim); /* a double free: reported and ignored */
+    void *a = malloc(SIZE), *b = malloc(SIZE);
+    _exit(a == b ? 4 : 0);
+}
+
 /* x freed, flushed to its page, taken into a pending list by a refill (not
  * its head), then freed again: the free must see it there. */
 static void case_double(void) {
     hak_page_t *p = blocks_on_page();
     void *x = refill_pending(p);
     void *victim = (*pend_of(&hak_tls, cls)).head; /* the next block to go out: freed, never handed out since */
-    int fds[2];
-    CHECK(pipe(fds) == 0, "pipe");
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        free(victim); /* a double free: reported and ignored */
-        void *a = malloc(SIZE), *b = malloc(SIZE);
-        _exit(a == b ? 4 : 0);
-    }
-    close(fds[1]);
-    char buf[512] = {0};
-    ssize_t r = read(fds[0], buf, sizeof buf - 1);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-    CHECK(r > 0 && strstr(buf, "double free") != NULL, "a double free of a pending block was not reported (stderr: "
-          "'%s', status %d)", buf, st);
+    char buf[512];
+    int st = ht_run_captured(double_child, victim, buf, sizeof buf, NULL, 0);
+    CHECK(ht_exited0(st) && strstr(buf, "double free") != NULL, "a double free of a pending block was not reported, "
+          "or its block went out twice (stderr: '%s', status %d)", buf, st);
     free(x);
     malloc_trim(0);
 }

@@ -26,7 +26,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #define SLOTS 64
 #define KEEP 24
@@ -147,10 +146,7 @@ int main(int argc, char **argv)
     }
     atomic_store(&stop, 1);
     CHECK(pthread_join(tr, NULL) == 0, "pthread_join");
-    for (unsigned k = 0; k < SLOTS; k++) {
-        unsigned char *p = atomic_exchange(&mailbox[k], NULL);
-        if (p) check_free(p);
-    }
+    ht_swap_drain(mailbox, SLOTS, check_free);
     malloc_trim(0);
     size_t rss1 = ht_rss_bytes();
     CHECK(HT_RSS_SHADOWED || rss1 <= rss0 + ((size_t)12 << 20),

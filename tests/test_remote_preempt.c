@@ -25,7 +25,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #define ROUNDS 20 /* and as many with a fork */
 
@@ -57,8 +56,7 @@ static void *worker(void *arg)
             pthread_exit(NULL); /* the only thread: the process exits 0 after */
         }
         CHECK(pid > 0, "fork failed");
-        while (waitpid(pid, &j->child_status, 0) != pid)
-            CHECK(errno == EINTR, "waitpid failed");
+        j->child_status = ht_wait(pid);
     }
     return NULL; /* exits: its heap is torn down while main's signal is pending */
 }
@@ -114,9 +112,9 @@ int main(int argc, char **argv)
         __atomic_store_n(&j.go_exit, 1, __ATOMIC_RELEASE);
         CHECK(pthread_join(t, NULL) == 0, "pthread_join failed");
         if (j.fork_first)
-            CHECK(WIFEXITED(j.child_status) && WEXITSTATUS(j.child_status) == 0,
+            CHECK(ht_exited0(j.child_status),
                   "round %d: the child whose copy of the owner exited ended with status 0x%x%s", r, j.child_status,
-                  WIFSIGNALED(j.child_status) && WTERMSIG(j.child_status) == SIGALRM
+                  ht_killed_by(j.child_status, SIGALRM)
                       ? " (hung 10 s: waiting for a signal whose sender does not exist in the child)"
                       : "");
         /* step two: the sender reads the owner only now; it must still be the

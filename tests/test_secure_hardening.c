@@ -79,7 +79,6 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 
 static size_t g_page;
 static int g_no_handler; /* HAKMEM_FAULT_HANDLER=0 */
@@ -277,7 +276,7 @@ static void case_zero_use(void)
 {
     enum { N = 5000 };
     static char *v[N];
-    int (*owns)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "hak_owns");
+    ht_owns_fn owns = hak_test_owns; /* found by hak_test_require_hakmem */
     CHECK(owns != NULL, "no hak_owns");
     for (int i = 0; i < N; i++) {
         v[i] = i % 3 == 0 ? malloc(ht_hide(0)) : i % 3 == 1 ? calloc(ht_hide(0), 8) : realloc(NULL, ht_hide(0));
@@ -368,6 +367,22 @@ static void case_wild(void)
 
 static void case_raise(void) { raise(SIGSEGV); }
 
+typedef struct {
+    char *p;         /* paged: the block */
+    size_t n, b;     /* the request, the class size */
+    int what;        /* paged: the misuse; off-by-one: 1 before the block, 0 past it */
+    unsigned char v; /* off-by-one: the byte written */
+} misuse_t;
+
+static void off_by_one_child(void *arg)
+{
+    const misuse_t *m = arg;
+    char *p = malloc(ht_hide(m->n));
+    memset(p, 1, m->n);
+    p[m->what ? -1 : (ptrdiff_t)m->n] = (char)m->v;
+    free(ht_hide_ptr(p));
+}
+
 static void case_off_by_one(void)
 {
     static const unsigned char vals[] = {0, '0', 'A', 0xff};
@@ -375,21 +390,11 @@ static void case_off_by_one(void)
     for (size_t n = 1; n <= 199; n += 3)
         for (int under = 0; under < 2; under++)
             for (size_t v = 0; v < sizeof vals; v++) {
-                pid_t pid = fork();
-                CHECK(pid >= 0, "fork: %s", strerror(errno));
-                if (pid == 0) {
-                    int null = open("/dev/null", O_WRONLY);
-                    if (null >= 0) dup2(null, 2); /* 536 reports would fill the pipe */
-                    char *p = malloc(ht_hide(n));
-                    memset(p, 1, n);
-                    p[under ? -1 : (ptrdiff_t)n] = (char)vals[v];
-                    free(ht_hide_ptr(p));
-                    _exit(0);
-                }
-                int st;
-                CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+                misuse_t m = {NULL, n, 0, under, vals[v]};
+                /* stderr to /dev/null: 536 reports */
+                int st = ht_run_captured(off_by_one_child, &m, NULL, 0, NULL, 0);
                 trials++;
-                if (!(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)) {
+                if (!ht_killed_by(st, SIGABRT)) {
                     fprintf(stderr, "not caught: %s of %zu bytes, byte 0x%02x\n", under ? "underflow" : "overflow", n,
                             vals[v]);
                     missed++;
@@ -401,27 +406,25 @@ static void case_off_by_one(void)
     }
 }
 
+static void paged_child(void *arg)
+{
+    const misuse_t *m = arg;
+    char *p = m->p;
+    switch (m->what) {
+    case 0: free(ht_hide_ptr(p + 16)); break;    /* interior */
+    case 1: free(ht_hide_ptr(p + 8)); break;     /* unaligned */
+    case 2: free(ht_hide_ptr(p + m->b)); break;  /* past the page's last block (p is it) */
+    case 3: free(ht_hide_ptr(p)); free(ht_hide_ptr(p)); break;
+    case 4: p[m->n] = 0; free(ht_hide_ptr(p)); break;
+    default: p[-1] = 'A'; free(ht_hide_ptr(p)); break;
+    }
+}
+
 /* One misuse of block p (request n, class size b) in a child: must abort. */
 static int paged_misuse(char *p, size_t n, size_t b, int what)
 {
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) dup2(null, 2);
-        switch (what) {
-        case 0: free(ht_hide_ptr(p + 16)); break;  /* interior */
-        case 1: free(ht_hide_ptr(p + 8)); break;   /* unaligned */
-        case 2: free(ht_hide_ptr(p + b)); break;   /* past the page's last block (p is it) */
-        case 3: free(ht_hide_ptr(p)); free(ht_hide_ptr(p)); break;
-        case 4: p[n] = 0; free(ht_hide_ptr(p)); break;
-        default: p[-1] = 'A'; free(ht_hide_ptr(p)); break;
-        }
-        _exit(0);
-    }
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT) return 0;
+    misuse_t m = {p, n, b, what, 0};
+    if (ht_killed_by(ht_run_captured(paged_child, &m, NULL, 0, NULL, 0), SIGABRT)) return 0;
     fprintf(stderr, "not caught: misuse %d of a %zu-byte block %p (class %zu)\n", what, n, (void *)p, b);
     return 1;
 }
@@ -496,30 +499,16 @@ static const hcase_t cases[] = {
     {"paged", case_paged, 0, NULL},
 };
 
+static void hcase_child(void *arg)
+{
+    alarm(20);
+    ((const hcase_t *)arg)->run();
+}
+
 static int run_case(const hcase_t *c)
 {
-    int fd[2];
-    CHECK(pipe(fd) == 0, "pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        alarm(20);
-        c->run();
-        _exit(0);
-    }
-    close(fd[1]);
     char buf[4096];
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof buf - 1 && (r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = 0;
-    close(fd[0]);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+    int st = ht_run_captured(hcase_child, (void *)c, buf, sizeof buf, NULL, 0);
     /* A fault in a guard is named by the fault handler, which aborts;
      * without it (and then also a zero-size block's fault) a plain SIGSEGV. */
     int guard = strncmp(c->name, "guard-", 6) == 0 && c->signal == SIGSEGV;
@@ -528,15 +517,14 @@ static int run_case(const hcase_t *c)
     const char *message = plain ? NULL : !guard ? c->message
                           : strcmp(c->name, "guard-meta") == 0 ? "guard page after segment metadata"
                                                                : "heap overflow past block";
-    int ok = want ? WIFSIGNALED(st) && WTERMSIG(st) == want : WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    int ok = want ? ht_killed_by(st, want) : ht_exited0(st);
     if (ok && message && !strstr(buf, message))
         ok = 0;
     if (ok && want == SIGSEGV && strstr(buf, "hakmem"))
         ok = 0; /* a fault that is not HAKMEM's to name, or with the handler off */
     char how[64];
-    if (WIFSIGNALED(st)) snprintf(how, sizeof how, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-    else snprintf(how, sizeof how, "exit %d", WEXITSTATUS(st));
-    printf("%-12s %s: %s; stderr: %s", c->name, ok ? "ok" : "FAIL", how, *buf ? buf : "(nothing)\n");
+    printf("%-12s %s: %s; stderr: %s", c->name, ok ? "ok" : "FAIL", ht_status_text(st, how, sizeof how),
+           *buf ? buf : "(nothing)\n");
     if (buf[0] && buf[strlen(buf) - 1] != '\n')
         putchar('\n');
     return ok;

@@ -138,9 +138,8 @@ static void stress_phase(void)
                 alarm(20); /* the watchdog: a hung child dies of SIGALRM */
                 child_work();
             }
-            int st = 0;
-            CHECK(waitpid(c, &st, 0) == c, "waitpid");
-            CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d: %s %d", forks,
+            int st = ht_wait(c);
+            CHECK(ht_exited0(st), "child %d: %s %d", forks,
                   WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             forks++;
         }

@@ -29,7 +29,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #define SLOTS 256
 #define MAXSZ (700 * 1024)
@@ -159,10 +158,7 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < CROWD; i++)
         CHECK(pthread_create(&t[i], NULL, crowd_worker, (void *)id++) == 0, "pthread_create");
     for (unsigned i = 0; i < CROWD; i++) CHECK(pthread_join(t[i], NULL) == 0, "pthread_join");
-    for (unsigned k = 0; k < SLOTS; k++) {
-        unsigned char *p = atomic_exchange(&mailbox[k], NULL);
-        if (p) check_free(p);
-    }
+    ht_swap_drain(mailbox, SLOTS, check_free);
     malloc_trim(0);
     printf("test_segment_shards: OK: %u rounds of %u workers and %u at once, %lu blocks checked and freed, %u forked children\n",
            rounds, (unsigned)WORKERS, (unsigned)CROWD, (unsigned long)atomic_load(&checked), forks);

@@ -11,7 +11,6 @@
 
 #include <malloc.h>
 #include <pthread.h>
-#include <sys/wait.h>
 
 #define N 20000
 static void *blocks[N];
@@ -189,25 +188,11 @@ int main(int argc, char **argv) {
           "after reset: allocated %llu, live kept", (unsigned long long)r.blocks.small_allocated);
 
   /* HAKMEM_STATS=json: one JSON line on stderr at exit. */
-  int fd[2];
-  CHECK(pipe(fd) == 0, "pipe");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fd[1], 2);
-    close(fd[0]);
-    setenv("HAKMEM_STATS", "json", 1);
-    execl(argv[0], argv[0], "child", (char *)NULL);
-    _exit(127);
-  }
-  close(fd[1]);
   static char err[65536];
-  size_t n = 0;
-  ssize_t k;
-  while (n + 1 < sizeof err && (k = read(fd[0], err + n, sizeof err - 1 - n)) > 0) n += (size_t)k;
-  err[n] = 0;
-  int status;
-  waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child");
+  const char *args[] = {argv[0], "child", NULL};
+  ht_exec_t e = {"HAKMEM_STATS=json", args};
+  CHECK(ht_exited0(ht_run_captured(ht_exec, &e, err, sizeof err, NULL, 0)), "child");
+  size_t n = strlen(err);
   CHECK(n > 2 && strncmp(err, "{\"version\":1,", 13) == 0 && err[n - 1] == '\n' && err[n - 2] == '}' &&
             strchr(err, '\n') == err + n - 1,
         "one JSON line at exit: %.200s", err);

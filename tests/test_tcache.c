@@ -64,6 +64,17 @@ static void *busy_thread(void *arg) {
   return NULL;
 }
 
+/* A long phase on 64 B blocks only (1 to 200 at a time, blk holds 200):
+ * the bytes the thread's caches hold after it. */
+static size_t small_phase(void **blk) {
+  for (int round = 0; round < 3000; round++) {
+    int n = 1 + round % 200;
+    for (int i = 0; i < n; i++) blk[i] = malloc(64);
+    for (int i = 0; i < n; i++) free(blk[i]);
+  }
+  return heap_thread_cached_bytes();
+}
+
 static void *hot_then_idle(void *arg) {
   (void)arg;
   void *blk[200];
@@ -72,12 +83,7 @@ static void *hot_then_idle(void *arg) {
     for (int i = 0; i < 16; i++) free(blk[i]);
   }
   size_t hot = heap_thread_cached_bytes();
-  for (int round = 0; round < 3000; round++) {
-    int n = 1 + round % 200;
-    for (int i = 0; i < n; i++) blk[i] = malloc(64);
-    for (int i = 0; i < n; i++) free(blk[i]);
-  }
-  size_t after = heap_thread_cached_bytes();
+  size_t after = small_phase(blk);
   printf("test_tcache: 4 KiB blocks cached while in use: %zu bytes; after a long 64 B phase: %zu bytes\n", hot, after);
   CHECK(hot >= 4 * 4096, "a class in use is cached (%zu bytes)", hot);
   CHECK(after < 4 * 4096 + 128 * 64, "the idle class kept its blocks: %zu bytes cached", after);
@@ -100,12 +106,7 @@ static void *big_then_small(void *arg) {
       for (int i = 0; i < 16; i++) free(blk[i]);
     }
   size_t hot = heap_thread_cached_bytes();
-  for (int round = 0; round < 3000; round++) {
-    int n = 1 + round % 200;
-    for (int i = 0; i < n; i++) blk[i] = malloc(64);
-    for (int i = 0; i < n; i++) free(blk[i]);
-  }
-  size_t after = heap_thread_cached_bytes();
+  size_t after = small_phase(blk);
   printf("test_tcache: 64-256 KiB blocks cached after their bursts: %zu bytes; after a long 64 B phase: %zu bytes\n", hot,
          after);
   /* The secure build caches no blocks this big (hot is 0 there): only

@@ -33,12 +33,7 @@
 static void *slot[WS];
 
 static void *fill(ht_rng *r) {
-  size_t n = LO + ht_below(r, HI - LO + 1) - HAK_TAIL;
-  unsigned char *p = malloc(n);
-  CHECK(p != NULL, "malloc(%zu)", n);
-  p[0] = 1;
-  p[n - 1] = 2;
-  return p;
+  return ht_malloc_ends(LO + ht_below(r, HI - LO + 1) - HAK_TAIL);
 }
 
 int main(void) {
@@ -46,12 +41,7 @@ int main(void) {
   free(malloc(16)); /* the thread's heap exists from here on */
   CHECK(hak_tls.state == HAK_THREAD_LIVE, "no thread heap");
   ht_rng r = {11};
-  for (unsigned i = 0; i < WS; i++) slot[i] = fill(&r);
-  /* Caps grow on cold events: let them. */
-  ht_replace_steps(slot, WS, STEPS, fill, &r);
-  uint32_t before = hak_tls.heap->tick;
-  ht_replace_steps(slot, WS, STEPS, fill, &r);
-  uint32_t events = hak_tls.heap->tick - before;
+  uint32_t events = ht_cold_events(slot, WS, STEPS, fill, &r, &hak_tls.heap->tick);
   size_t big = 0;
   unsigned first = size_class_of(64 * 1024 + 1);
   for (unsigned c = first; c < HAK_NCLASSES; c++) big += bin_of(&hak_tls, c)->cap;

@@ -34,12 +34,7 @@ static void *slot[WS];
 
 static void *fill(ht_rng *r) {
   size_t n = ht_below(r, 7) < 5 ? 129 + ht_below(r, 1024 - 128) : 1025 + ht_below(r, 8192 - 1024);
-  n -= HAK_TAIL;
-  unsigned char *p = malloc(n);
-  CHECK(p != NULL, "malloc(%zu)", n);
-  p[0] = 1;
-  p[n - 1] = 2;
-  return p;
+  return ht_malloc_ends(n - HAK_TAIL);
 }
 
 int main(void) {
@@ -47,12 +42,7 @@ int main(void) {
   free(malloc(16)); /* the thread's heap exists from here on */
   CHECK(hak_tls.state == HAK_THREAD_LIVE, "no thread heap");
   ht_rng r = {7};
-  for (unsigned i = 0; i < WS; i++) slot[i] = fill(&r);
-  /* Caps grow on cold events: let them. */
-  ht_replace_steps(slot, WS, STEPS, fill, &r);
-  uint32_t before = hak_tls.heap->tick;
-  ht_replace_steps(slot, WS, STEPS, fill, &r);
-  uint32_t events = hak_tls.heap->tick - before;
+  uint32_t events = ht_cold_events(slot, WS, STEPS, fill, &r, &hak_tls.heap->tick);
   long long bytes = 0;
   CHECK(hak_option_get("HAKMEM_TCACHE_BYTES", &bytes) == 0, "reading the class cache bytes");
   printf("test_tcache_mid: %u cold events in %u steps (1 in %.1f); class cache bytes %lld KiB\n", events, STEPS,

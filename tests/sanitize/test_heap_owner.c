@@ -30,7 +30,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -200,9 +199,8 @@ static void fork_foreign_owner(void)
             }
             _exit(0);
         }
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status %d)", st);
+        int st = ht_wait(pid);
+        CHECK(ht_exited0(st), "child failed (status %d)", st);
     }
     atomic_store(&g_fdone, 1);
     pthread_join(t, NULL);

@@ -29,7 +29,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <sys/wait.h>
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
@@ -420,9 +419,8 @@ static void part_fork(void)
             hak_heap_destroy(h2);
             _exit(0);
         }
-        int st;
-        CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed (status %d)", st);
+        int st = ht_wait(pid);
+        CHECK(ht_exited0(st), "child failed (status %d)", st);
     }
     if (threaded) {
         atomic_store(&g_stop, 1);

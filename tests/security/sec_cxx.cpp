@@ -14,21 +14,21 @@ struct Tracked {
 static void delete_array_of_object()
 {
     Tracked *p = new Tracked;
-    delete[] static_cast<Tracked *>(sec_hide_ptr(p));
+    delete[] static_cast<Tracked *>(ht_hide_ptr(p));
     sec_churn(32);
 }
 
 static void delete_object_of_array()
 {
     Tracked *p = new Tracked[4];
-    delete static_cast<Tracked *>(sec_hide_ptr(p));
+    delete static_cast<Tracked *>(ht_hide_ptr(p));
     sec_churn(112);
 }
 
 static void sized_delete_mismatch()
 {
-    void *p = ::operator new(sec_hide(100));
-    ::operator delete(sec_hide_ptr(p), sec_hide(7));
+    void *p = ::operator new(ht_hide(100));
+    ::operator delete(ht_hide_ptr(p), ht_hide(7));
     sec_churn(100);
 }
 

@@ -9,10 +9,10 @@
 
 static void twice(size_t n)
 {
-    char *p = malloc(sec_hide(n));
+    char *p = malloc(ht_hide(n));
     p[0] = 1;
     free(p);
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(n);
 }
 
@@ -26,22 +26,22 @@ static void df_delayed(void)
 {
     enum { N = 2000 };
     static void *v[N];
-    char *p = malloc(sec_hide(48));
-    for (int i = 0; i < N; i++) v[i] = malloc(sec_hide(48));
+    char *p = malloc(ht_hide(48));
+    for (int i = 0; i < N; i++) v[i] = malloc(ht_hide(48));
     free(p);
     for (int i = 0; i < N; i++) free(v[i]);
     sec_churn(48);
     sec_churn(96);
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(48);
 }
 
 static void df_interleaved(void)
 {
-    void *a = malloc(sec_hide(64)), *b = malloc(sec_hide(64));
+    void *a = malloc(ht_hide(64)), *b = malloc(ht_hide(64));
     free(a);
     free(b);
-    free(sec_hide_ptr(a));
+    free(ht_hide_ptr(a));
     sec_churn(64);
 }
 
@@ -53,22 +53,22 @@ static void *free_it(void *p)
 
 static void df_cross_thread(void)
 {
-    void *p = malloc(sec_hide(80));
+    void *p = malloc(ht_hide(80));
     pthread_t t;
     if (pthread_create(&t, NULL, free_it, p) != 0) _exit(2);
     pthread_join(t, NULL);
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(80);
 }
 
 /* p is freed, handed out again as q, freed by q's owner, then freed through p */
 static void df_after_reuse(void)
 {
-    void *p = malloc(sec_hide(40));
+    void *p = malloc(ht_hide(40));
     free(p);
-    void *q = malloc(sec_hide(40));
+    void *q = malloc(ht_hide(40));
     free(q);
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(40);
 }
 

@@ -12,22 +12,12 @@
  *   crashed       died on a signal without a word
  *   not-detected  finished, nothing said
  *   hang          still running after 5 s
- * A case that cannot run at all (harness failure) exits 2: verdict "error". */
+ * A case that cannot run at all (harness failure) exits 2: verdict "error".
+ * (The child and its capture: ht_run_captured of hak_test.h.) */
 #ifndef SEC_HARNESS_H
 #define SEC_HARNESS_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <dlfcn.h>
-#include <errno.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "../hak_test.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,10 +27,6 @@ typedef struct {
     const char *name;
     void (*run)(void);
 } sec_case_t;
-
-/* Keep values and pointers away from the optimizer. */
-static inline size_t sec_hide(size_t x) { __asm__ volatile("" : "+r"(x)); return x; }
-static inline void *sec_hide_ptr(void *p) { __asm__ volatile("" : "+r"(p)::"memory"); return p; }
 
 /* The allocator answered an impossible request as defined: say so. */
 static inline void sec_handled(const char *what)
@@ -56,42 +42,28 @@ static inline void sec_churn(size_t size)
 {
     void *v[64];
     for (int round = 0; round < 4; round++) {
-        for (int i = 0; i < 64; i++) v[i] = malloc(sec_hide(size));
+        for (int i = 0; i < 64; i++) v[i] = malloc(ht_hide(size));
         for (int i = 0; i < 64; i++) free(v[i]);
     }
 }
 
+static void sec_child(void *c)
+{
+    alarm(5);
+    ((const sec_case_t *)c)->run();
+}
+
 static int sec_run_one(const sec_case_t *c)
 {
-    int fd[2];
-    if (pipe(fd) != 0) { perror("pipe"); return 2; }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) { perror("fork"); return 2; }
-    if (pid == 0) {
-        close(fd[0]);
-        dup2(fd[1], 2);
-        close(fd[1]);
-        alarm(5);
-        c->run();
-        _exit(0);
-    }
-    close(fd[1]);
     char buf[4096];
-    size_t n = 0;
-    ssize_t r;
-    while ((r = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
-    buf[n] = 0;
-    close(fd[0]);
-    int st;
-    waitpid(pid, &st, 0);
+    int st = ht_run_captured(sec_child, (void *)c, buf, sizeof buf, NULL, 0);
     /* first non-empty line of what the child said */
     char *line = buf;
     while (*line == '\n') line++;
     char *nl = strchr(line, '\n');
     if (nl) *nl = 0;
     const char *verdict;
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) verdict = "hang";
+    if (ht_killed_by(st, SIGALRM)) verdict = "hang";
     else if (WIFSIGNALED(st)) verdict = *line ? "detected" : "crashed";
     else if (WEXITSTATUS(st) != 0) verdict = "error";
     else verdict = *line ? "detected" : "not-detected";

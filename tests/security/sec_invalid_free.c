@@ -12,31 +12,31 @@ static void if_stack(void)
 {
     char buf[256];
     memset(buf, 0, sizeof buf);
-    free(sec_hide_ptr(buf + 64));
+    free(ht_hide_ptr(buf + 64));
     sec_churn(32);
 }
 
 static void if_alloca(void)
 {
-    char *p = alloca(sec_hide(200));
+    char *p = alloca(ht_hide(200));
     memset(p, 0, 200);
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(32);
 }
 
 static void if_interior(void)
 {
-    char *p = malloc(sec_hide(256));
+    char *p = malloc(ht_hide(256));
     memset(p, 0, 256);
-    free(sec_hide_ptr(p + 64));
+    free(ht_hide_ptr(p + 64));
     sec_churn(256);
 }
 
 static void if_unaligned(void)
 {
-    char *p = malloc(sec_hide(256));
+    char *p = malloc(ht_hide(256));
     memset(p, 0, 256);
-    free(sec_hide_ptr(p + 1));
+    free(ht_hide_ptr(p + 1));
     sec_churn(256);
 }
 
@@ -45,19 +45,19 @@ static void if_far(void)
 {
     char *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) _exit(2);
-    free(sec_hide_ptr(m + 4096));
+    free(ht_hide_ptr(m + 4096));
     sec_churn(32);
 }
 
 static void if_metadata(void)
 {
-    char *p = malloc(sec_hide(64));
+    char *p = malloc(ht_hide(64));
     char *meta;
     if (sec_on_hakmem()) /* the segment header: page records */
         meta = (char *)(((uintptr_t)p & ~(uintptr_t)((2u << 20) - 1)) + 1024);
     else /* the chunk header (size field) */
         meta = p - 16;
-    free(sec_hide_ptr(meta));
+    free(ht_hide_ptr(meta));
     sec_churn(64);
 }
 

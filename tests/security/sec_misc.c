@@ -9,16 +9,16 @@
  * then the class is used again */
 static void write_after_free(void)
 {
-    char *p = malloc(sec_hide(40));
+    char *p = malloc(ht_hide(40));
     memset(p, 0, 40);
     free(p);
-    memset(sec_hide_ptr(p), 'A', 16);
+    memset(ht_hide_ptr(p), 'A', 16);
     sec_churn(40);
 }
 
 static void zero_size_read(void)
 {
-    volatile char *p = malloc(sec_hide(0));
+    volatile char *p = malloc(ht_hide(0));
     if (!p) _exit(2);
     char sum = 0;
     for (int i = 0; i < 16; i++) sum += p[i];
@@ -30,7 +30,7 @@ static void zero_size_read(void)
 static void huge_malloc(void)
 {
     errno = 0;
-    void *p = malloc(sec_hide(SIZE_MAX - 4096));
+    void *p = malloc(ht_hide(SIZE_MAX - 4096));
     if (!p && errno == ENOMEM) sec_handled("malloc(SIZE_MAX - 4096) = NULL, ENOMEM");
     free(p);
 }
@@ -38,7 +38,7 @@ static void huge_malloc(void)
 static void calloc_overflow(void)
 {
     errno = 0;
-    void *p = calloc(sec_hide(SIZE_MAX / 8 + 2), sec_hide(16));
+    void *p = calloc(ht_hide(SIZE_MAX / 8 + 2), ht_hide(16));
     if (!p && errno == ENOMEM) sec_handled("calloc(SIZE_MAX/8+2, 16) = NULL, ENOMEM");
     free(p);
 }

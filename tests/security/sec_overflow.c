@@ -9,12 +9,12 @@ static const char junk[64] = "0123456789abcdef0123456789abcdef0123456789abcdef01
 
 static void smash(size_t n, long off, size_t len, int by_memcpy)
 {
-    char *p = malloc(sec_hide(n));
+    char *p = malloc(ht_hide(n));
     memset(p, 0, n);
-    char *at = sec_hide_ptr(p + off);
-    if (by_memcpy) memcpy(at, junk, sec_hide(len));
+    char *at = ht_hide_ptr(p + off);
+    if (by_memcpy) memcpy(at, junk, ht_hide(len));
     else for (size_t i = 0; i < len; i++) ((volatile char *)at)[i] = junk[i];
-    free(sec_hide_ptr(p));
+    free(ht_hide_ptr(p));
     sec_churn(n);
 }
 
