@@ -9,12 +9,18 @@
  * bench_sizemix's large mallocs. The stash now prefers, among the runs of
  * the right size, one a block has ended on that page of.
  *
- * Eight blocks of five slices whose last bytes fall on eight different
- * 4 KiB pages are written at both ends and freed (into the stash). Then
- * blocks of the same eight sizes, in another order, must each find their
- * last byte's page resident (mincore) before they write it. Before, the
- * stash handed out the first run of five slices it found, whatever its
- * blocks' ends: 1 in 8 right.
+ *  1. Eight blocks of five slices whose last bytes fall on eight different
+ *     4 KiB pages are written at both ends and freed (into the stash). Then
+ *     blocks of the same eight sizes, in another order, must each find their
+ *     last byte's page resident (mincore) before they write it. Before, the
+ *     stash handed out the first run of five slices it found, whatever its
+ *     blocks' ends: 2 of 8 right.
+ *  2. A block may start up to a page into its run, so that its last byte
+ *     moves up to the next page (large.c, end_place). A seven-slice block is
+ *     written at both ends and freed; a block whose last byte would fall 96
+ *     bytes short of the page the first one ended on must start 96 bytes
+ *     further in, its last byte on that resident page, its first still on
+ *     the run's first page. Before, it started where the first did.
  *
  * Linked with libhakmem.a (single-threaded). Skipped when the kernel backs
  * the runs with huge pages (an untouched page is resident already).
@@ -78,5 +84,30 @@ int main(void)
           hits, N);
     for (int k = 0; k < N; k++) free(q[k]);
     printf("test_large_ends: %d of %d reused runs had the last byte's page resident\n", hits, N);
+
+    /* 2. Seven slices: no run of part 1 (five) is a candidate. */
+    size_t s1 = 7 * HAK_SLICE_SIZE - 2 * PAGE - 100;
+    unsigned char *p1 = malloc(s1);
+    CHECK(p1 != NULL, "malloc(%zu)", s1);
+    p1[0] = 1;
+    p1[s1 - 1] = 1;
+    uintptr_t end_page = ((uintptr_t)p1 + s1 - 1) & ~(uintptr_t)(PAGE - 1);
+    free(p1);
+    /* Where a block of s2 from p1 would end: 96 bytes before end_page. */
+    size_t s2 = (size_t)(end_page - 96 - (uintptr_t)p1) + 1;
+    unsigned char *p2 = malloc(s2);
+    CHECK(p2 != NULL, "malloc(%zu)", s2);
+    CHECK(((uintptr_t)p2 & 15) == 0, "block %p not 16-byte aligned", (void *)p2);
+    CHECK(((uintptr_t)p2 & ~(uintptr_t)(PAGE - 1)) == ((uintptr_t)p1 & ~(uintptr_t)(PAGE - 1)),
+          "block %p does not start on the first page of the run at %p", (void *)p2, (void *)p1);
+    CHECK(resident(p2 + s2 - 1),
+          "a block of %zu bytes at %p (the run of a freed %zu-byte block at %p) ends on a page no block ended on: "
+          "it could have started %zu bytes later and ended on the resident one",
+          s2, (void *)p2, s1, (void *)p1, (size_t)96);
+    p2[0] = 2;
+    p2[s2 - 1] = 2;
+    printf("test_large_ends: a %zu-byte block in a %zu-byte block's run starts %td bytes later, ending on its page\n",
+           s2, s1, p2 - p1);
+    free(p2);
     return 0;
 }

@@ -253,6 +253,42 @@ bool overaligned_free(void *p) {
   return true;
 }
 
+/* ---- where a block's end falls ----------------------------------------------
+ *
+ * A large block is written from its start, and a program that writes only
+ * its first and last bytes (bench_sizemix) touches its run's first OS page
+ * and its last byte's page. Each page record keeps the 4 KiB pages of its
+ * run's last slice where a block's last byte has been (`ends`), and the stash
+ * hands a run to a block that ends on one of them (page_stash.c). A block
+ * may also start up to a 4 KiB page into its run (its first byte still on
+ * the run's first page), so its last byte can fall on the next page up: two
+ * pages to match instead of one. */
+#define END_PAGE 4096
+
+/* How far past `lead` the block must start for its last byte (`last` bytes
+ * into the run) to fall on the next 4 KiB page, keeping the first byte on
+ * the first page and the alignment; 0 if it cannot. */
+static size_t end_shift(size_t lead, size_t last, size_t align) {
+  size_t o = align_up(END_PAGE - (last & (END_PAGE - 1)), align);
+  return lead + o < END_PAGE ? o : 0;
+}
+
+/* pg, a run for a block of `bytes` from b: how far to move b up so its last
+ * byte falls on a page where one ended before (0: it falls there already,
+ * or cannot), and that page noted in pg->ends. */
+static size_t end_place(hak_page_t *pg, uint8_t *b, size_t bytes, size_t align, size_t guard) {
+  size_t base = (size_t)pg->first_slice << HAK_SLICE_SHIFT, room = ((size_t)pg->slice_count << HAK_SLICE_SHIFT) - guard;
+  size_t lead = (size_t)(b - (uint8_t *)segment_of(pg)) - base, last = lead + bytes - 1, o = 0;
+  uint16_t bit = page_end_bit(pg->slice_count, last);
+  if (!(pg->ends & bit)) {
+    size_t s = end_shift(lead, last, align);
+    uint16_t up = s && last + s < room ? page_end_bit(pg->slice_count, last + s) : 0;
+    if (pg->ends & up) o = s, bit = up;
+  }
+  pg->ends |= bit;
+  return o;
+}
+
 /* ---- the public face ------------------------------------------------------ */
 
 void *large_alloc(size_t size, size_t align, bool zero) {
@@ -275,9 +311,11 @@ void *large_alloc(size_t size, size_t align, bool zero) {
    * local: the stash is for bigger ones, which overflowed it to the segment
    * lock. */
   /* The block starts align_up(HAK_HEAD, align) into its run (runs start on
-   * a slice boundary; a larger alignment only makes the hint inexact). */
-  size_t lead = align <= HAK_SLICE_SIZE ? align_up(HAK_HEAD, align) : 0;
-  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n, lead + size + (size == 0) - 1) : NULL;
+   * a slice boundary; a larger alignment only makes the hint inexact), or
+   * up to a 4 KiB page later (end_shift). */
+  size_t lead = align <= HAK_SLICE_SIZE ? align_up(HAK_HEAD, align) : 0, last = lead + size + (size == 0) - 1;
+  size_t shift = end_shift(lead, last, align), room_n = ((size_t)n << HAK_SLICE_SHIFT) - guard;
+  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n, last, shift && last + shift < room_n ? last + shift : SIZE_MAX) : NULL;
   if (!pg) {
     hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
     if (h) heap_lock(h);
@@ -287,10 +325,10 @@ void *large_alloc(size_t size, size_t align, bool zero) {
   }
   bool known_zero = pg->known_zero;
   uint8_t *b = (uint8_t *)align_up((uintptr_t)pg->start + HAK_HEAD, align);
+  b += end_place(pg, b, size + (size == 0), align, guard);
   pg->start = b;
   pg->bsize = (uint32_t)(pg->end - guard - b);
   pg->used = 1;
-  page_stash_note_end(pg, b + size + (size == 0) - 1);
 #if HAK_SECURE
   segment_large_guard(pg);
 #endif

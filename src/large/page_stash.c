@@ -104,27 +104,20 @@ static size_t stash_max(unsigned t) {
   return t == T_LARGE && b < hak_config.dirty_max * LARGE_BUDGETS ? hak_config.dirty_max * LARGE_BUDGETS : b;
 }
 
-/* The bit of `ends` for a block whose last byte is `last` bytes into a run
- * of n slices: how many 4 KiB pages before the run's last one it falls
- * (0 if past the 16 the mask covers: no bit). */
-HAK_INLINE uint16_t end_bit(unsigned n, size_t last) {
-  size_t d = (((size_t)n << HAK_SLICE_SHIFT) >> 12) - 1 - (last >> 12);
-  return d < 16 ? (uint16_t)(1u << d) : 0;
-}
-
 /* Claim the best entry of table t for key k (large: the smallest of
  * k..k+k/4 slices whose run has had a block end on the page where this
- * one's last byte (`last` bytes into the run) falls, else the smallest;
- * class: class k). */
-static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last) {
+ * one's last byte (`last` bytes into the run) falls, then those with one
+ * on the page it falls on if moved up (`last2`), else the smallest; class:
+ * class k). */
+static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last, size_t last2) {
   if (!atomic_load_explicit(&stashed_bytes[t], memory_order_relaxed)) return NULL;
   unsigned most = t == T_LARGE ? k + k / 4 : k;
   /* Only a run of exactly k slices can have the bit: in a longer one the
    * block ends at least a slice before the run's last page. */
-  uint16_t kbit = t == T_LARGE ? end_bit(k, last) : 0;
+  uint16_t kbit = t == T_LARGE ? page_end_bit(k, last) : 0, kup = t == T_LARGE ? page_end_bit(k, last2) : 0;
   for (int tries = 0; tries < 4; tries++) {
     int best = -1;
-    bool hit = false;
+    unsigned hit = 0;
     uintptr_t bw = 0;
     for (int i = 0; i < SLOTS; i++) {
       uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
@@ -134,12 +127,13 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last) {
        * writes a block's two ends: each reuse of a run with another size
        * faulted a new page at the end, ~1 in 3 large mallocs of
        * bench_sizemix 4 300000 1000) beats a smaller one that does not. */
-      bool h = n == k && kbit && (atomic_load_explicit(&ends_hint[i], memory_order_relaxed) & kbit);
+      uint16_t e = n == k && (kbit | kup) ? atomic_load_explicit(&ends_hint[i], memory_order_relaxed) : 0;
+      unsigned h = e & kbit ? 2 : e & kup ? 1 : 0; /* as it is, moved up (large.c, end_place), neither */
       if (best >= 0 && (hit > h || (hit == h && n >= w_key(bw)))) continue;
       best = i;
       bw = w;
       hit = h;
-      if (n == k && (h || !kbit)) break;
+      if (n == k && (h == 2 || !kbit)) break;
     }
     if (best < 0) return NULL;
     if (atomic_compare_exchange_strong_explicit(&slot[t][best], &bw, 0, memory_order_acquire, memory_order_relaxed)) {
@@ -152,13 +146,10 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last) {
   return NULL;
 }
 
-hak_page_t *page_stash_take(unsigned n, size_t last) { return take(T_LARGE, n, HAK_CLASS_NONE, last); }
-hak_page_t *page_stash_take_class(unsigned cls) { return take(T_CLASS, cls, cls, 0); }
-
-void page_stash_note_end(hak_page_t *pg, const void *last) {
-  pg->ends |= end_bit(pg->slice_count, (size_t)((const uint8_t *)last - (const uint8_t *)segment_of(pg)) -
-                                           ((size_t)pg->first_slice << HAK_SLICE_SHIFT));
+hak_page_t *page_stash_take(unsigned n, size_t last, size_t last2) {
+  return take(T_LARGE, n, HAK_CLASS_NONE, last, last2);
 }
+hak_page_t *page_stash_take_class(unsigned cls) { return take(T_CLASS, cls, cls, 0, SIZE_MAX); }
 
 /* Claim the entries stamped at least min_age ago and give them back to their
  * segments, one by one (cold). Returns when the next entry is due (0: none). */

@@ -7,13 +7,19 @@
 
 #include "hak_internal.h"
 
+/* The bit of a large page's `ends` (hak_internal.h) for a block whose last
+ * byte is `last` bytes into a run of n slices: bit d, the byte d 4 KiB pages
+ * before the run's last one; 0 past the 16 the mask covers (SIZE_MAX: 0). */
+HAK_INLINE uint16_t page_end_bit(unsigned n, size_t last) {
+  size_t d = (((size_t)n << HAK_SLICE_SHIFT) >> 12) - 1 - (last >> 12);
+  return d < 16 ? (uint16_t)(1u << d) : 0;
+}
 /* A stashed page of n..n+n/4 slices, re-initialised for a large block, now
  * the caller's; NULL if none. `last`: where the block's last byte will be,
- * in bytes from the run's start (a run whose blocks ended on that OS page
- * before is preferred). */
-hak_page_t *page_stash_take(unsigned n, size_t last) HAK_HIDDEN;
-/* pg, a large page, has a block whose last byte is at `last` (pg->ends). */
-void page_stash_note_end(hak_page_t *pg, const void *last) HAK_HIDDEN;
+ * in bytes from the run's start, and `last2` where it would be if moved up
+ * to the next 4 KiB page (SIZE_MAX: it cannot be): a run whose blocks ended
+ * on either OS page before is preferred. */
+hak_page_t *page_stash_take(unsigned n, size_t last, size_t last2) HAK_HIDDEN;
 /* A stashed page of class cls (one of several slices), re-initialised,
  * now the caller's; NULL if none. */
 hak_page_t *page_stash_take_class(unsigned cls) HAK_HIDDEN;
