@@ -93,7 +93,7 @@ int main(void) {
     sem_wait(&to_main);
 
     heap_lock(me); /* as a refill about to cut a page */
-    hak_page_t *got = heap_collect_peers(me, g_cls);
+    hak_page_t *got = heap_collect_peers(me, g_cls, false);
     CHECK(got == g_page, "heap_collect_peers took %p, not the peer's page to spare %p", (void *)got, (void *)g_page);
     hak_heap_t *owner = atomic_load(&got->owner);
     void *free_before = got->free;

@@ -140,6 +140,12 @@ int main(int argc, char **argv)
          * stalled signal is back on its page */
         for (int i = 1; i < 8; i++)
             free(j.kept[i]);
+        /* main's cached blocks back to their pages, which then retire: main
+         * keeps no page with freed blocks that the next worker, about to
+         * carve, could take while main waits (heap/collect.c, "Pages to a
+         * peer"), so the next page of the sent block holds the worker's
+         * blocks only */
+        malloc_trim(0);
     }
     /* and the allocator still works everywhere */
     for (int i = 0; i < 10000; i++) {

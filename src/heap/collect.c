@@ -210,24 +210,56 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  * look under the lock that found none) spares the caller the lock of a
  * heap with nothing to give. The walk stops at the first page given, and the caller's next cut starts at
  * that heap: an idle owner's spare pages go one per cut, however many heaps
- * lie between (test_collect partial, with 40 idle heaps). */
+ * lie between (test_collect partial, with 40 idle heaps).
+ *
+ * A refill about to carve (carve: the class's pages are of one slice, its
+ * blocks up to 8 KiB, and none of the caller's pages holds a freed block)
+ * looks too, at PEERS_PER_CARVE heaps, and may also take a peer's current
+ * page, with blocks out, if that peer's owner is away: it has not been on a
+ * slow path (refill, flush: hak_heap.activity, which the owner counts under
+ * its lock) since the previous look by any carving thread (hak_heap.give_seen,
+ * written by the lookers). Both words are relaxed atomics read without the
+ * peer's lock, and a third hint, hak_heap.loose (set when blocks come back
+ * onto the peer's pages of the class, cleared by a look under its lock that
+ * found none), leaves the lock of a peer with nothing freed untouched. The
+ * hand-over is the one above, under the peer's lock: only the verdict is a
+ * hint. A wrong one (an owner running on its caches alone, or stopped right
+ * after its last slow path) costs that owner a page: its next refill takes
+ * another one or looks in turn; it holds no pointer to a page between its
+ * slow paths but its pending list's, whose page is never given. With four
+ * threads on two cores (bench_sizemix), two of them descheduled at any
+ * moment, the pages the running ones carve grew while the others' current
+ * pages held the blocks handed back to them; the pages behind those were
+ * few, and the cut path never looked while a page had uncarved room. */
 #define PEERS_PER_CUT 16
-hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
-  if (!collect_enter()) return NULL;
+#define PEERS_PER_CARVE 4
+hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls, bool carve) {
+  /* Entered (collect_enter, a process-wide counter) only before the first
+   * lock tried: a look that finds no hint set, as most carves do, writes no
+   * shared line. */
+  bool entered = false;
   /* The clock is read only once a heap has frees waiting: the first pages
    * are cut during start-up too, where under a sanitizer's runtime
    * clock_gettime may not be callable yet (test_asan_preload). */
   uint32_t now = 0;
   hak_page_t *got = NULL;
   hak_heap_t *start = self->peer_cursor ? self->peer_cursor : heap_all_first(), *h = start;
-  for (unsigned k = 0; k < PEERS_PER_CUT && h; k++) {
-    /* A heap with neither frees waiting nor (by its hint) a page to spare
-     * is passed over without touching its lock, a line its owner writes at
+  unsigned peers = carve ? PEERS_PER_CARVE : PEERS_PER_CUT;
+  for (unsigned k = 0; k < peers && h; k++) {
+    /* A heap with neither frees waiting nor (by its hint) a page to spare,
+     * nor for a carve an away owner with freed blocks of the class, is
+     * passed over without touching its lock, a line its owner writes at
      * every refill and flush. */
+    bool away = false;
+    if (carve && h != self && atomic_load_explicit(&h->loose[cls], memory_order_relaxed)) {
+      uint32_t a = atomic_load_explicit(&h->activity, memory_order_relaxed);
+      away = a == atomic_load_explicit(&h->give_seen, memory_order_relaxed);
+      if (!away) atomic_store_explicit(&h->give_seen, a, memory_order_relaxed);
+    }
     if (h != self && !h->unreachable && h != heap_shared() &&
         (atomic_load_explicit(&h->remote_pages, memory_order_relaxed) ||
-         atomic_load_explicit(&h->spare[cls], memory_order_relaxed)) &&
-        heap_trylock(h)) {
+         atomic_load_explicit(&h->spare[cls], memory_order_relaxed) || away) &&
+        (entered || (entered = collect_enter())) && heap_trylock(h)) {
       if (!h->awaiting) { /* dying: its stack holds awaited signals (heap_reap's) */
         if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
           if (!now) now = os_now_ms() | 1;
@@ -237,7 +269,7 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
           h->retire_stamp = 0;
           h->retire_stash = false;
         }
-        got = heap_page_give(h, cls, self);
+        got = heap_page_give(h, cls, self, away);
       }
       heap_unlock(h);
     }
@@ -246,8 +278,19 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) {
     if (h == start) break;                            /* fewer heaps than PEERS_PER_CUT: all seen */
   }
   self->peer_cursor = h;
-  collect_leave();
+  if (entered) collect_leave();
   return got;
+}
+
+hak_page_t *heap_peer_page_first(hak_heap_t *self, unsigned cls) {
+  hak_page_t *g = heap_collect_peers(self, cls, true);
+  if (!g) return NULL;
+  heap_page_adopted(self, g);
+  if (g->state == HAK_PAGE_AVAIL && g != self->avail[cls].head) {
+    list_remove(&self->avail[cls], g);
+    list_push_head(&self->avail[cls], g);
+  }
+  return g;
 }
 
 void collect_atfork_prepare(void) {

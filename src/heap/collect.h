@@ -19,8 +19,13 @@ uint32_t heap_collect_idle(uint32_t now, int mode) HAK_HIDDEN;
 /* Collect other heaps' waiting remote frees, each only if its lock is
  * free, and take a page of class cls one of them can spare (fenced, off
  * its lists: the caller adopts it), or NULL; the caller holds self's lock
- * (collect.c). */
-hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls) HAK_HIDDEN;
+ * (collect.c). `carve`: the caller is about to carve new blocks of a class
+ * of one-slice pages (heap_page_give). */
+hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls, bool carve) HAK_HIDDEN;
+/* A refill of self about to carve a class of one-slice pages: the page
+ * heap_collect_peers takes for it, adopted and made the class's current
+ * page, or NULL; self's lock held. */
+hak_page_t *heap_peer_page_first(hak_heap_t *self, unsigned cls) HAK_HIDDEN;
 
 /* remote_push: h's remote-page stack was empty and now holds a page. */
 void collect_note_signal(hak_heap_t *h) HAK_HIDDEN;

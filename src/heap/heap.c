@@ -289,7 +289,7 @@ void heap_return_pending(hak_heap_t *h, hak_pend_t *q) {
   HAK_CSTAT_ADD(p->cls, HAK_CS_RETURNED, n);
   heap_lock(h);
   busy_begin(h);
-  h->activity++;
+  heap_active(h);
   /* In front of what the page got back since (own flushes, remote frees). */
   void *tail = h->pend_tail[p->cls];
   LIST_CHECK(atomic_load_explicit(&p->owner, memory_order_relaxed) == h, "pending list (return)",
@@ -353,6 +353,7 @@ void heap_collect_remote_held(hak_heap_t *h) {
 }
 
 static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
+  unsigned n = class_slices(cls);
   /* Pages of exited threads first: their memory is already resident. */
   for (int tries = 0; tries < 4; tries++) {
     hak_page_t *p = adopt_page(cls);
@@ -360,12 +361,11 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
     heap_page_adopted(h, p);
     if (h->avail[cls].head) return h->avail[cls].head;
   }
-  hak_page_t *p = heap_collect_peers(h, cls);
+  hak_page_t *p = heap_collect_peers(h, cls, n == 1);
   if (p) {
     heap_page_adopted(h, p);
     if (h->avail[cls].head) return h->avail[cls].head;
   }
-  unsigned n = class_slices(cls);
   p = n > 1 ? page_stash_take_class(cls) : NULL;
   if (!p) p = page_cache_alloc(&h->pcache, n, cls);
   if (!p) return NULL;
@@ -381,7 +381,7 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) {
   heap_lock(h);
   busy_begin(h);
-  h->activity++;
+  heap_active(h);
   if (h->allocates[cls] < UINT8_MAX) h->allocates[cls]++;
   if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote_held(h);
   /* Freed blocks before new ones: a refill that finds some takes only
@@ -392,11 +392,12 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
    * what it had out (bench_prodcons with a 128-entry ring: 640 KiB carved
    * for 250 KiB out). */
   unsigned n = 0;
+  hak_page_t *fresh = NULL; /* a page just cut or taken: carved without another look */
   while (n < max) {
     hak_page_t *p = h->avail[cls].head;
     if (!p) {
       if (n || !grow) break; /* have some: do not grow the heap for the rest */
-      p = heap_page_new(h, cls);
+      p = fresh = heap_page_new(h, cls);
       if (!p) break;
     }
     /* The same across pages: a current page with nothing freed on it goes
@@ -408,6 +409,12 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       continue;
     }
     page_unkeep(h, p);
+    hak_page_t *g; /* about to carve: an away peer's page with freed blocks first (collect.c) */
+    if (!n && grow && !p->free && p->bump < p->end && p != fresh && class_slices(cls) == 1 &&
+        (g = heap_peer_page_first(h, cls))) {
+      fresh = g; /* carved without another look, as a page just cut */
+      continue;
+    }
     if (pend && p->free) {
       /* Lazy: the list goes to the thread whole (page_detach), beside
        * what a carve of the page before may have given. Lists that are
@@ -451,7 +458,7 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
 #endif
   heap_lock(h);
   busy_begin(h);
-  h->activity++;
+  heap_active(h);
   while (i < n) {
     /* The run of blocks from one page: one update of the page record (ours)
      * or one CAS (another heap's) for all of them. */
@@ -519,9 +526,11 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
  * of class cls whose freed blocks o can spare, off o's lists, fenced (its
  * remote word moved from 0 to the queued bit) and owned by `to` from now
  * on, or NULL. An empty page at any place in the list; one with blocks out
- * only behind o's current page and not the page of o's pending list, which
- * o's owner pops without its lock and gives back under it
- * (heap_return_pending). At most GIVE_SCAN pages are looked at.
+ * only behind o's current page (or that one too, when o's owner is `away`
+ * and the caller about to carve: collect.c) and not the page of o's pending
+ * list, which o's owner pops without its lock and gives back under it
+ * (heap_return_pending). At most GIVE_SCAN pages are looked at; a walk to
+ * the end that saw no page with freed blocks clears o's `loose` hint.
  * The owner changes here, under o's lock, not when `to` adopts the page
  * after that lock is released: o's owner frees the page's blocks that sit
  * in its caches under that lock (heap_return_blocks), and a page whose
@@ -532,16 +541,18 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
  * retired). From the store on, o's frees of its blocks go to the page's
  * remote list, silently (the queued bit), and `to` takes them on adoption. */
 #define GIVE_SCAN 8
-hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to) {
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to, bool away) {
   hak_page_list_t *l = &o->avail[cls];
   /* The last block of the class's latest pending list, maybe long gone:
    * compared with each page's range, never read (its segment may be gone). */
   const uint8_t *pend = o->pend_tail[cls];
   unsigned seen = 0;
-  if (!atomic_load_explicit(&o->spare[cls], memory_order_relaxed)) return NULL;
+  bool loose = false;
+  if (!away && !atomic_load_explicit(&o->spare[cls], memory_order_relaxed)) return NULL;
   for (hak_page_t *p = l->head; p; p = p->next) {
-    if (seen++ == GIVE_SCAN) return NULL; /* more may lie further: the hint stays */
-    if (p->used != 0 && (p == l->head || !p->free || (pend >= p->start && pend < p->end))) continue;
+    if (seen++ == GIVE_SCAN) return NULL; /* more may lie further: the hints stay */
+    loose |= p->free != NULL;
+    if (p->used != 0 && ((p == l->head && !away) || !p->free || (pend >= p->start && pend < p->end))) continue;
     uintptr_t idle = 0;
     if (!atomic_compare_exchange_strong_explicit(&p->remote, &idle, HAK_REMOTE_QUEUED, memory_order_acq_rel,
                                                  memory_order_relaxed))
@@ -552,12 +563,13 @@ hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to) {
     return p;
   }
   atomic_store_explicit(&o->spare[cls], 0, memory_order_relaxed);
+  if (!loose || away) atomic_store_explicit(&o->loose[cls], 0, memory_order_relaxed); /* away: until blocks come back */
   return NULL;
 }
 
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {
-  bool idle = h->activity == h->activity_seen, kept = false;
-  h->activity_seen = h->activity;
+  bool idle = atomic_load_explicit(&h->activity, memory_order_relaxed) == h->activity_seen, kept = false;
+  h->activity_seen = atomic_load_explicit(&h->activity, memory_order_relaxed); /* only the lock holder writes it */
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     for (hak_page_t *p = h->avail[c].head, *next; p; p = next) {
       next = p->next;

@@ -136,7 +136,10 @@ struct hak_heap {
   _Atomic(int) lock;
   _Atomic(uint32_t) remote_since;       /* coarse ms of the first signal since the stack was last empty */
   uint32_t    retire_stamp;             /* under lock: a collector is at work; freed time of the pages it retires */
-  uint32_t    activity;                 /* under lock: refills and flushes, counted */
+  /* Refills and flushes, counted by the owner under lock (heap_active);
+   * peers about to carve read it without the lock, as a hint
+   * (collect.c, "Pages to a peer"). */
+  _Atomic(uint32_t) activity;
   uint32_t    activity_seen;            /* under lock: `activity` at the last collector pass */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   bool        retire_stash;             /* under lock: the collector is a refill (heap_collect_peers) */
@@ -146,6 +149,11 @@ struct hak_heap {
    * page (heap/collect.c, "Pages to a peer"): 1 when the class may have a
    * page to spare, 0 after a look under the lock found none. */
   _Atomic(uint8_t) spare[HAK_NCLASSES];
+  /* A hint as spare: 1 once blocks of the class came back onto a page's free
+   * list (class_wet), 0 after a look under the lock found no page with any
+   * (heap_page_give, for a peer about to carve). */
+  _Atomic(uint8_t) loose[HAK_NCLASSES];
+  _Atomic(uint32_t) give_seen;          /* `activity` at a carving peer's last look (a hint, no lock) */
   /* First-class heaps (heap/user_heap.c): HAK_UHEAP_*, 0 for thread heaps
    * and the shared heap; their large blocks, linked through page next/prev. */
   _Atomic(uint8_t) user_state;
@@ -226,9 +234,17 @@ static inline void list_remove(hak_page_list_t *l, hak_page_t *p) {
   p->next = p->prev = NULL;
 }
 
-/* Blocks of class c came back to pages of h (see dry). */
+/* h->lock held: a refill or flush (see activity). A load and a store, not
+ * an atomic add: only the lock holder writes it. */
+HAK_INLINE void heap_active(hak_heap_t *h) {
+  atomic_store_explicit(&h->activity, atomic_load_explicit(&h->activity, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+}
+
+/* Blocks of class c came back to pages of h (see dry and loose). */
 HAK_INLINE void class_wet(hak_heap_t *h, unsigned c) {
   if (atomic_load_explicit(&h->dry[c], memory_order_relaxed)) atomic_store_explicit(&h->dry[c], 0, memory_order_relaxed);
+  if (!atomic_load_explicit(&h->loose[c], memory_order_relaxed)) atomic_store_explicit(&h->loose[c], 1, memory_order_relaxed);
 }
 
 HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p->bump < p->end; }
@@ -251,8 +267,9 @@ bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) HAK_HIDDEN;
 /* Collector side, o->lock held: a page of class cls with free blocks that
  * o can spare, off o's lists, fenced for adoption and owned by `to` (which
- * adopts it next: heap_page_adopted), or NULL. */
-hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to) HAK_HIDDEN;
+ * adopts it next: heap_page_adopted), or NULL. With `away` (o's owner has
+ * not been on a slow path for a while: collect.c), o's current page too. */
+hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to, bool away) HAK_HIDDEN;
 /* Bytes of empty pages on the calling thread's page lists (tests). */
 size_t heap_thread_kept_bytes(void) HAK_HIDDEN;
 /* Gather blocks other threads freed into pages of h. */
