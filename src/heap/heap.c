@@ -100,13 +100,6 @@ static bool keep_empty_page(hak_heap_t *h, const hak_page_list_t *l, hak_page_t 
   return true;
 }
 
-/* p leaves the kept empty pages (taken from, or given back). */
-HAK_INLINE void page_unkeep(hak_heap_t *h, hak_page_t *p) {
-  if (!p->kept) return;
-  p->kept = 0;
-  h->kept_pages--;
-}
-
 static void page_maybe_retire(hak_heap_t *h, hak_page_t *p) {
   if (!remote_idle(p)) return;
   LIST_CHECK_PAGE("free list of an empty page", p); /* every carved block back */
@@ -520,70 +513,6 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
   }
 #endif
   return remote;
-}
-
-/* Collector side, o->lock held (heap/collect.c, "Pages to a peer"): a page
- * of class cls whose freed blocks o can spare, off o's lists, fenced (its
- * remote word moved from 0 to the queued bit) and owned by `to` from now
- * on, or NULL. An empty page at any place in the list; one with blocks out
- * only behind o's current page (or that one too, when o's owner is `away`
- * and the caller about to carve: collect.c) and not the page of o's pending
- * list, which o's owner pops without its lock and gives back under it
- * (heap_return_pending). At most GIVE_SCAN pages are looked at; a walk to
- * the end that saw no page with freed blocks clears o's `loose` hint.
- * The owner changes here, under o's lock, not when `to` adopts the page
- * after that lock is released: o's owner frees the page's blocks that sit
- * in its caches under that lock (heap_return_blocks), and a page whose
- * owner still said o went onto the local free list as o's, while `to` took
- * its remote frees into the same list, both writing the list head and the
- * used count (test_page_give; test_mt_stress under UBSan, 2 runs in 112:
- * a live block read as a free-list link, a live block whose page had
- * retired). From the store on, o's frees of its blocks go to the page's
- * remote list, silently (the queued bit), and `to` takes them on adoption. */
-#define GIVE_SCAN 8
-hak_page_t *heap_page_give(hak_heap_t *o, unsigned cls, hak_heap_t *to, bool away) {
-  hak_page_list_t *l = &o->avail[cls];
-  /* The last block of the class's latest pending list, maybe long gone:
-   * compared with each page's range, never read (its segment may be gone). */
-  const uint8_t *pend = o->pend_tail[cls];
-  unsigned seen = 0;
-  bool loose = false;
-  if (!away && !atomic_load_explicit(&o->spare[cls], memory_order_relaxed)) return NULL;
-  for (hak_page_t *p = l->head; p; p = p->next) {
-    if (seen++ == GIVE_SCAN) return NULL; /* more may lie further: the hints stay */
-    loose |= p->free != NULL;
-    if (p->used != 0 && ((p == l->head && !away) || !p->free || (pend >= p->start && pend < p->end))) continue;
-    uintptr_t idle = 0;
-    if (!atomic_compare_exchange_strong_explicit(&p->remote, &idle, HAK_REMOTE_QUEUED, memory_order_acq_rel,
-                                                 memory_order_relaxed))
-      continue; /* frees on their way to o, or o's signal */
-    page_unkeep(o, p);
-    list_remove(l, p);
-    atomic_store_explicit(&p->owner, to, memory_order_release);
-    return p;
-  }
-  atomic_store_explicit(&o->spare[cls], 0, memory_order_relaxed);
-  if (!loose || away) atomic_store_explicit(&o->loose[cls], 0, memory_order_relaxed); /* away: until blocks come back */
-  return NULL;
-}
-
-bool heap_release_idle(hak_heap_t *h, uint32_t stamp) {
-  bool idle = atomic_load_explicit(&h->activity, memory_order_relaxed) == h->activity_seen, kept = false;
-  h->activity_seen = atomic_load_explicit(&h->activity, memory_order_relaxed); /* only the lock holder writes it */
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    for (hak_page_t *p = h->avail[c].head, *next; p; p = next) {
-      next = p->next;
-      if (p->used != 0 || !remote_idle(p)) continue;
-      if (!idle) {
-        kept = true;
-        continue;
-      }
-      page_unkeep(h, p);
-      list_remove(&h->avail[c], p);
-      segment_page_free_at(p, stamp);
-    }
-  }
-  return kept;
 }
 
 size_t heap_thread_kept_bytes(void) {

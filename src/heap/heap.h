@@ -234,6 +234,13 @@ static inline void list_remove(hak_page_list_t *l, hak_page_t *p) {
   p->next = p->prev = NULL;
 }
 
+/* p leaves the kept empty pages (taken from, or given back). */
+HAK_INLINE void page_unkeep(hak_heap_t *h, hak_page_t *p) {
+  if (!p->kept) return;
+  p->kept = 0;
+  h->kept_pages--;
+}
+
 /* h->lock held: a refill or flush (see activity). A load and a store, not
  * an atomic add: only the lock holder writes it. */
 HAK_INLINE void heap_active(hak_heap_t *h) {
@@ -260,12 +267,12 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) HAK_HIDDEN
 /* p sits on the local free list of its page, and h owns that page (a block
  * freed before: the double-free check of builds with checks). */
 bool heap_block_on_page(hak_heap_t *h, void *p) HAK_HIDDEN;
-/* Collector side, h->lock held: the empty page a heap keeps per class for
+/* Collector side (collect.c), h->lock held: the empty page a heap keeps per class for
  * its next refill goes back to its segment (freed at `stamp`) if the owner
  * has neither refilled nor flushed since the previous pass. True if such
  * pages were left because the owner was active: look again later. */
 bool heap_release_idle(hak_heap_t *h, uint32_t stamp) HAK_HIDDEN;
-/* Collector side, o->lock held: a page of class cls with free blocks that
+/* Collector side (collect.c), o->lock held: a page of class cls with free blocks that
  * o can spare, off o's lists, fenced for adoption and owned by `to` (which
  * adopts it next: heap_page_adopted), or NULL. With `away` (o's owner has
  * not been on a slow path for a while: collect.c), o's current page too. */
