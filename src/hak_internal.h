@@ -107,7 +107,7 @@ enum { HAK_PAGE_FREE = 0, HAK_PAGE_AVAIL, HAK_PAGE_FULL, HAK_PAGE_ABANDONED, HAK
  * shard lock for large pages); the atomics are shared with other threads. */
 typedef struct hak_page {
   void     *free;          /* local free list of blocks (owner only) */
-  uint8_t  *bump;          /* next never-used block: pages are carved lazily */
+  uint8_t  *bump;          /* next never-used block: pages are carved lazily (page_bump_set) */
   uint8_t  *end;           /* end of the block area */
   uint8_t  *start;         /* first block; for a large page, the block itself */
   uint32_t  used;          /* blocks handed out: in user hands or in any cache */
@@ -198,6 +198,15 @@ HAK_INLINE unsigned slice_index(const void *p) {
 HAK_INLINE hak_page_t *page_of(const void *p) {
   return segment_of(p)->slice_page[slice_index(p)];
 }
+/* A page's bump is written by its owner, carving under its heap lock, and
+ * read without a lock by a freeing thread that found itself the owner
+ * (guard/block_check.c). The page may have changed hands since that look (a
+ * peer took it: heap_page_give) and be carved by its new owner meanwhile, so
+ * the two sides are relaxed atomics (plain moves on x86-64 and aarch64). A
+ * stale value is still a bound for the block being freed: bump only grows
+ * while a block of the page is out. */
+HAK_INLINE uint8_t *page_bump(const hak_page_t *p) { return __atomic_load_n(&p->bump, __ATOMIC_RELAXED); }
+HAK_INLINE void page_bump_set(hak_page_t *p, uint8_t *b) { __atomic_store_n(&p->bump, b, __ATOMIC_RELAXED); }
 HAK_INLINE size_t align_up(size_t n, size_t a) { return (n + a - 1) & ~(a - 1); }
 
 #endif /* HAK_INTERNAL_H */

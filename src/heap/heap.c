@@ -172,7 +172,7 @@ static void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
     a[i] = a[j];
     a[j] = blk;
   }
-  p->bump = blk;
+  page_bump_set(p, blk);
   if (!e) return;
   memcpy(out, pool, k * sizeof *out);
   for (unsigned i = k; i < w; i++) {
@@ -187,7 +187,7 @@ HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   (void)left;
   for (unsigned i = 0; i < k; i++) out[k - 1 - i] = p->bump + (size_t)i * p->bsize;
   if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(p->bump, 0, (size_t)k * p->bsize);
-  p->bump += (size_t)k * p->bsize;
+  page_bump_set(p, p->bump + (size_t)k * p->bsize);
 }
 #endif
 
