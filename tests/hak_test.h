@@ -391,6 +391,31 @@ static inline int ht_wait(pid_t pid)
     CHECK(r == pid, "waitpid(%d): %s", (int)pid, strerror(errno));
     return st;
 }
+/* ht_wait_for: the same, but for at most `secs` seconds: a child still
+ * there then is taken for hung, killed (SIGKILL) and reaped, and the test
+ * fails saying so. A child may hang where its own watchdog cannot reach it:
+ * in the fork's child handlers, before it runs a line of the test (alarm,
+ * ht_child_rounds); a plain waitpid then waited for good and ctest's timeout
+ * ended the test with no word of where. */
+static inline int ht_wait_for(pid_t pid, unsigned secs)
+{
+    int st = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return st;
+        CHECK(r == 0 || errno == EINTR, "waitpid(%d): %s", (int)pid, strerror(errno));
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (t.tv_sec - t0.tv_sec >= (time_t)secs) break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    ht_wait(pid);
+    CHECK(0, "child %d still running after %u s: hung (killed)", (int)pid, secs);
+    return st;
+}
 static inline int ht_exited0(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
 static inline int ht_killed_by(int st, int sig) { return WIFSIGNALED(st) && WTERMSIG(st) == sig; }
 static inline const char *ht_status_text(int st, char *buf, size_t cap)
@@ -402,8 +427,9 @@ static inline const char *ht_status_text(int st, char *buf, size_t cap)
 }
 
 /* The fork step of the multi-threaded stress tests. ht_fork_wait forks;
- * the child runs child(), which must end with _exit; the parent waits and
- * requires exit status 0. ht_child_rounds is such a child's work: rounds
+ * the child runs child(), which must end with _exit; the parent waits (at
+ * most 60 s: ht_wait_for) and requires exit status 0. ht_child_rounds is
+ * such a child's work: rounds
  * of n blocks (n <= 64) made by make, then checked and freed by check,
  * malloc_trim(0) after every round (trim_odd_only: after odd rounds),
  * under alarm(20), so that a child that deadlocks is killed and its
@@ -430,7 +456,7 @@ static inline void ht_fork_wait(void (*child)(void))
         child();
         _exit(0);
     }
-    int st = ht_wait(pid);
+    int st = ht_wait_for(pid, 60);
     char how[64];
     CHECK(ht_exited0(st), "child %d ended with %s", (int)pid, ht_status_text(st, how, sizeof how));
 }
