@@ -265,12 +265,16 @@ bool overaligned_free(void *p) {
  * pages to match instead of one. */
 #define END_PAGE 4096
 
-/* How far past `lead` the block must start for its last byte (`last` bytes
- * into the run) to fall on the next 4 KiB page, keeping the first byte on
- * the first page and the alignment; 0 if it cannot. */
-static size_t end_shift(size_t lead, size_t last, size_t align) {
+/* Where the block's last byte (`last` bytes into the run, its first `lead`
+ * bytes in) falls if the block starts as far up as it must for that byte to
+ * reach the next 4 KiB page, keeping the first byte on the run's first page,
+ * the alignment, and the end before `room`; SIZE_MAX if it cannot (which
+ * page_end_bit maps to no page). large_alloc asks it for the stash's hint
+ * before it has a run, end_place again with the run it got: the run's size
+ * and start decide. */
+static size_t end_moved_up(size_t lead, size_t last, size_t align, size_t room) {
   size_t o = align_up(END_PAGE - (last & (END_PAGE - 1)), align);
-  return lead + o < END_PAGE ? o : 0;
+  return lead + o < END_PAGE && last + o < room ? last + o : SIZE_MAX;
 }
 
 /* pg, a run for a block of `bytes` from b: how far to move b up so its last
@@ -281,9 +285,9 @@ static size_t end_place(hak_page_t *pg, uint8_t *b, size_t bytes, size_t align, 
   size_t lead = (size_t)(b - (uint8_t *)segment_of(pg)) - base, last = lead + bytes - 1, o = 0;
   uint16_t bit = page_end_bit(pg->slice_count, last);
   if (!(pg->ends & bit)) {
-    size_t s = end_shift(lead, last, align);
-    uint16_t up = s && last + s < room ? page_end_bit(pg->slice_count, last + s) : 0;
-    if (pg->ends & up) o = s, bit = up;
+    size_t moved = end_moved_up(lead, last, align, room);
+    uint16_t up = page_end_bit(pg->slice_count, moved);
+    if (pg->ends & up) o = moved - last, bit = up;
   }
   pg->ends |= bit;
   return o;
@@ -312,10 +316,11 @@ void *large_alloc(size_t size, size_t align, bool zero) {
    * lock. */
   /* The block starts align_up(HAK_HEAD, align) into its run (runs start on
    * a slice boundary; a larger alignment only makes the hint inexact), or
-   * up to a 4 KiB page later (end_shift). */
+   * up to a 4 KiB page later (end_moved_up). */
   size_t lead = align <= HAK_SLICE_SIZE ? align_up(HAK_HEAD, align) : 0, last = lead + size + (size == 0) - 1;
-  size_t shift = end_shift(lead, last, align), room_n = ((size_t)n << HAK_SLICE_SHIFT) - guard;
-  hak_page_t *pg = n > STASH_MIN_SLICES ? page_stash_take(n, last, shift && last + shift < room_n ? last + shift : SIZE_MAX) : NULL;
+  hak_page_t *pg = n > STASH_MIN_SLICES
+                       ? page_stash_take(n, last, end_moved_up(lead, last, align, ((size_t)n << HAK_SLICE_SHIFT) - guard))
+                       : NULL;
   if (!pg) {
     hak_heap_t *h = hak_tls.state == HAK_THREAD_LIVE ? hak_tls.heap : NULL;
     if (h) heap_lock(h);
