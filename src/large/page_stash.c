@@ -56,6 +56,21 @@
  *     way (oldest first by their stamp, a hint only; over budget, from one
  *     pass over the table: drain_over) and given back to their segments
  *     (over budget, in one batch onto their shards' returned stacks).
+ *   - has[t][key] (a bit per slot: the slot may hold an entry of that key)
+ *     lets a take read only the slots of the keys it accepts, not all SLOTS
+ *     (a large malloc of bench_sizemix read ~60 slots, ~1,000 instructions
+ *     and up to 16 lines other threads write, 4.5% of the run's
+ *     instructions). A bit is a hint a take checks against the slot word;
+ *     the word alone says what is stashed. A put sets the bit after its CAS
+ *     publishes the entry; whoever claims an entry, or finds a bit whose slot
+ *     holds no entry of its key (stale), clears the bit and then reads the
+ *     slot again, setting the bit back if an entry of that key is there.
+ *     All four are seq_cst, so no entry stays without its bit: if the
+ *     clearer's read missed a put's CAS, that CAS, and the put's bit set
+ *     after it, come after the clear. Between its CAS and its bit a put's
+ *     entry is seen only by the full scans (drain_aged, drain_over): a
+ *     preempted putter, or one that vanished in a fork, leaves an entry that
+ *     takes miss until the purge deadline gives it back to its segment.
  *   A stashed page is not free in its segment, so its segment stays mapped
  *   (the budget bounds that too), and its record stays valid while stashed.
  *   Nobody waits: a preempted taker or putter owns at most its one page
@@ -83,6 +98,12 @@ static _Atomic(uint32_t) stamp[TABLES][SLOTS];
  * taker may see a previous entry's), the claimed record has the truth. */
 static _Atomic(uint16_t) ends_hint[SLOTS];
 static _Atomic(size_t) stashed_bytes[TABLES];
+/* Keys are a large page's slice count or a class page's class: below
+ * HAK_NCLASSES (page_stash_put stashes no other). */
+#define KEYS HAK_NCLASSES
+#define WORDS (SLOTS / 64)
+_Static_assert(HAK_LARGE_MAX_SLICES < KEYS && SLOTS % 64 == 0, "stash keys and slot words");
+static _Atomic(uint64_t) has[TABLES][KEYS][WORDS];
 
 HAK_INLINE hak_page_t *w_page(uintptr_t w) { return (hak_page_t *)(w & (((uintptr_t)1 << N_SHIFT) - 1)); }
 HAK_INLINE unsigned w_key(uintptr_t w) { return (unsigned)(w >> N_SHIFT); }
@@ -104,6 +125,15 @@ static size_t stash_max(unsigned t) {
   return t == T_LARGE && b < hak_config.dirty_max * LARGE_BUDGETS ? hak_config.dirty_max * LARGE_BUDGETS : b;
 }
 
+/* Slot i's entry of `key` was claimed, or has gone: its bit goes, and comes
+ * back if an entry of that key is there by then (see has[] above). */
+static void has_clear(unsigned t, unsigned key, int i) {
+  uint64_t bit = (uint64_t)1 << (i % 64);
+  atomic_fetch_and(&has[t][key][i / 64], ~bit);
+  uintptr_t w = atomic_load(&slot[t][i]);
+  if (w && w_key(w) == key) atomic_fetch_or(&has[t][key][i / 64], bit);
+}
+
 /* Claim the best entry of table t for key k (large: the smallest of
  * k..k+k/4 slices whose run has had a block end on the page where this
  * one's last byte (`last` bytes into the run) falls, then those with one
@@ -119,25 +149,38 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last, size_
     int best = -1;
     unsigned hit = 0;
     uintptr_t bw = 0;
-    for (int i = 0; i < SLOTS; i++) {
-      uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
-      unsigned n = w_key(w);
-      if (!w || n < k || n > most) continue;
-      /* A large page the block ends on a resident page of (the bench that
-       * writes a block's two ends: each reuse of a run with another size
-       * faulted a new page at the end, ~1 in 3 large mallocs of
-       * bench_sizemix 4 300000 1000) beats a smaller one that does not. */
-      uint16_t e = n == k && (kbit | kup) ? atomic_load_explicit(&ends_hint[i], memory_order_relaxed) : 0;
-      unsigned h = e & kbit ? 2 : e & kup ? 1 : 0; /* as it is, moved up (large.c, end_place), neither */
-      if (best >= 0 && (hit > h || (hit == h && n >= w_key(bw)))) continue;
-      best = i;
-      bw = w;
-      hit = h;
-      if (n == k && (h == 2 || !kbit)) break;
+    /* Keys in ascending order, slots in ascending order within a key: the
+     * first of the best kind, as a scan of the whole table found it. An
+     * entry of k slices beats all longer ones (those never hit), so a key
+     * past k is read only when k has none. */
+    for (unsigned n = k; n <= most && n < KEYS && best < 0; n++) {
+      for (int j = 0; j < WORDS; j++) {
+        for (uint64_t m = atomic_load_explicit(&has[t][n][j], memory_order_relaxed); m; m &= m - 1) {
+          int i = j * 64 + __builtin_ctzll(m);
+          uintptr_t w = atomic_load_explicit(&slot[t][i], memory_order_relaxed);
+          if (!w || w_key(w) != n) {
+            has_clear(t, n, i); /* stale */
+            continue;
+          }
+          /* A large page the block ends on a resident page of (the bench that
+           * writes a block's two ends: each reuse of a run with another size
+           * faulted a new page at the end, ~1 in 3 large mallocs of
+           * bench_sizemix 4 300000 1000) beats a smaller one that does not. */
+          uint16_t e = n == k && (kbit | kup) ? atomic_load_explicit(&ends_hint[i], memory_order_relaxed) : 0;
+          unsigned h = e & kbit ? 2 : e & kup ? 1 : 0; /* as it is, moved up (large.c, end_place), neither */
+          if (best >= 0 && hit >= h) continue;
+          best = i;
+          bw = w;
+          hit = h;
+          if (h == 2 || !kbit) goto found;
+        }
+      }
     }
+  found:
     if (best < 0) return NULL;
     if (atomic_compare_exchange_strong_explicit(&slot[t][best], &bw, 0, memory_order_acquire, memory_order_relaxed)) {
       hak_page_t *pg = w_page(bw);
+      has_clear(t, w_key(bw), best);
       atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(pg), memory_order_relaxed);
       segment_page_reinit(pg, cls);
       return pg;
@@ -166,6 +209,7 @@ static uint32_t drain_aged(uint32_t now, uint32_t min_age, bool *any) {
       }
       if (!atomic_compare_exchange_strong_explicit(&slot[t][i], &w, 0, memory_order_acquire, memory_order_relaxed))
         continue;
+      has_clear((unsigned)t, w_key(w), i);
       atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(w)), memory_order_relaxed);
       /* Stamped with when it was freed, so its segment purges it at its
        * next sweep rather than a delay later. */
@@ -212,6 +256,7 @@ static void drain_over(unsigned t, uint32_t now, size_t keep) {
     heap_down(h, n, 0);
     if (!atomic_compare_exchange_strong_explicit(&slot[t][e.i], &e.w, 0, memory_order_acquire, memory_order_relaxed))
       continue;
+    has_clear(t, w_key(e.w), e.i);
     atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(w_page(e.w)), memory_order_relaxed);
     w_page(e.w)->next = list;
     list = w_page(e.w);
@@ -222,8 +267,9 @@ static void drain_over(unsigned t, uint32_t now, size_t keep) {
 bool page_stash_put(hak_page_t *pg) {
   unsigned t = pg->cls == HAK_CLASS_NONE ? T_LARGE : T_CLASS;
   size_t most = stash_max(t), bytes = pg_bytes(pg);
-  if (bytes > most / 2 || ((uintptr_t)pg >> N_SHIFT) != 0) return false;
-  uintptr_t w = (uintptr_t)pg | (uintptr_t)(t == T_LARGE ? pg->slice_count : pg->cls) << N_SHIFT;
+  unsigned key = t == T_LARGE ? pg->slice_count : pg->cls;
+  if (bytes > most / 2 || ((uintptr_t)pg >> N_SHIFT) != 0 || key >= KEYS) return false;
+  uintptr_t w = (uintptr_t)pg | (uintptr_t)key << N_SHIFT;
   uint16_t ends = pg->ends; /* read now: once published, the record is its claimer's */
   pg->known_zero = 0; /* it was used */
   segment_page_detach(pg);
@@ -235,9 +281,10 @@ bool page_stash_put(hak_page_t *pg) {
     int i = (from + k) % SLOTS;
     uintptr_t empty = 0;
     if (!atomic_load_explicit(&slot[t][i], memory_order_relaxed) &&
-        atomic_compare_exchange_strong_explicit(&slot[t][i], &empty, w, memory_order_release, memory_order_relaxed)) {
+        atomic_compare_exchange_strong(&slot[t][i], &empty, w)) {
       atomic_store_explicit(&stamp[t][i], now, memory_order_relaxed);
       if (t == T_LARGE) atomic_store_explicit(&ends_hint[i], ends, memory_order_relaxed);
+      atomic_fetch_or(&has[t][key][i / 64], (uint64_t)1 << (i % 64)); /* after the entry (see has[]) */
       /* Resident until reused or given back: due after the purge delay. */
       purge_arm((now + hak_config.purge_delay_ms) | 1);
       if (total > most) drain_over(t, now, most - most / 4); /* oldest out, a quarter at once */
@@ -254,4 +301,17 @@ bool page_stash_trim(void) {
   bool any = false;
   drain_aged(os_now_ms(), 0, &any);
   return any;
+}
+
+size_t page_stash_unseen(size_t *bytes) {
+  size_t n = 0, b = 0;
+  for (unsigned t = 0; t < TABLES; t++)
+    for (int i = 0; i < SLOTS; i++) {
+      uintptr_t w = atomic_load(&slot[t][i]);
+      if (!w) continue;
+      b += pg_bytes(w_page(w));
+      if (!(atomic_load(&has[t][w_key(w)][i / 64]) & ((uint64_t)1 << (i % 64)))) n++;
+    }
+  if (bytes) *bytes = b;
+  return n;
 }

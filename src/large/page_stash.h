@@ -34,5 +34,9 @@ uint32_t page_stash_purge_aged(uint32_t now, uint32_t min_age, bool *any) HAK_HI
 bool page_stash_trim(void) HAK_HIDDEN;
 /* Bytes stashed (free, resident). */
 size_t page_stash_bytes(void) HAK_HIDDEN;
+/* Tests, with no put or take under way: the stashed entries a take would
+ * not find (their key's bit clear: page_stash.c, has[]), and in *bytes the
+ * bytes of all entries. */
+size_t page_stash_unseen(size_t *bytes) HAK_HIDDEN;
 
 #endif
