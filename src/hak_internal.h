@@ -174,6 +174,7 @@ struct hak_segment {
   uint32_t  free_mask;               /* bit i: slice i belongs to no page */
   uint32_t  dirty_mask;              /* bit i: free slice i holds touched memory */
   uint32_t  whole_mask;              /* bit i: ... all of it (a class page carved to its end) */
+  uint32_t  rec;                     /* its record in its shard's index (segment/seg_index.c) */
   hak_segment_t *next, *prev;        /* list of segments with free slices */
   uint32_t  freed_ms[HAK_SLICES];     /* coarse ms when each free slice was freed */
   uint8_t   last_cls[HAK_SLICES];     /* class of the page a free slice last held */

@@ -71,11 +71,13 @@ static void purge_runs(hak_segment_t *s, uint32_t todo) {
 static void slices_out(seg_shard_t *sh, hak_segment_t *s, uint32_t m) {
   if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
   s->free_mask &= ~m;
+  seg_rec_masks(sh, s);
   if (s->free_mask == 0) seg_list_remove(sh, s);
 }
 static void slices_back(seg_shard_t *sh, hak_segment_t *s, uint32_t m) {
   if (s->free_mask == 0) seg_list_push(sh, s);
   s->free_mask |= m;
+  seg_rec_masks(sh, s); /* and the masks purge_shard changed meanwhile */
   if (s->free_mask == ALL_FREE && ADD(hak_seg_books.empty, 1) + 1 > hak_config.segment_cache) seg_unmap_if_safe(sh, s);
 }
 

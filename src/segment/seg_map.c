@@ -108,6 +108,7 @@ void segment_publish(seg_shard_t *sh, hak_segment_t *s) {
   ADD(hak_seg_books.total, mask_bytes(ALL_FREE));
   ADD(hak_seg_books.free, mask_bytes(ALL_FREE));
   ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
+  seg_rec_add(sh, s);
   seg_list_push(sh, s);
   ADD(hak_seg_books.empty, 1);
   if (s->dense) ADD(sh->dense_segs, 1);
@@ -128,6 +129,7 @@ static bool seg_unmap_safe(hak_segment_t *s) {
  * sh->doomed for the munmap that shard_unlock makes after the unlock. */
 static void seg_unmap(seg_shard_t *sh, hak_segment_t *s) {
   seg_list_remove(sh, s);
+  seg_rec_remove(sh, s);
   SUB(hak_seg_books.empty, 1);
   if (s->dense) SUB(sh->dense_segs, 1);
   seg_dirty_sub(sh, s, s->dirty_mask);
@@ -149,6 +151,13 @@ void seg_unmap_doomed(hak_segment_t *s) {
     os_unmap(s, HAK_SEG_SIZE);
     HAK_STAT_INC(HAK_EV_SEGMENT_UNMAP);
   }
+}
+
+void segment_unmap_fresh(hak_segment_t *s) {
+  slice_map_set(s, HAK_SLICES, 0);
+  s->magic = 0;
+  s->next = NULL;
+  seg_unmap_doomed(s);
 }
 
 bool seg_unmap_if_safe(seg_shard_t *sh, hak_segment_t *s) {

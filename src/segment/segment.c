@@ -86,6 +86,7 @@ void seg_list_push(seg_shard_t *sh, hak_segment_t *s) {
   s->prev = *tail;
   if (*tail) (*tail)->next = s; else *head = s;
   *tail = s;
+  seg_rec_push(sh, s);
 }
 
 void seg_list_remove(seg_shard_t *sh, hak_segment_t *s) {
@@ -93,6 +94,7 @@ void seg_list_remove(seg_shard_t *sh, hak_segment_t *s) {
   if (s->prev) s->prev->next = s->next; else *head = s->next;
   if (s->next) s->next->prev = s->prev; else *tail = s->prev;
   s->next = s->prev = NULL;
+  seg_rec_unlink(sh, s);
 }
 
 /* HAKMEM_THP=dense (os/hugepage.c has the why). A shard's pages of dense
@@ -114,16 +116,6 @@ HAK_INLINE bool class_dense(unsigned cls) {
 
 void segment_note_full(unsigned shard, unsigned cls) {
   if (class_dense(cls) && shard && shard < HAK_SEG_SHARDS) ADD(hak_seg_shards[shard].dense_full, 1);
-}
-
-/* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
- * smaller than the others, so only single-slice pages of small classes use it. */
-static int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
-  if (!slice0_ok) mask &= ~1u;
-  if (n == 1 && (mask & dirty)) return __builtin_ctz(mask & dirty); /* warm memory first */
-  uint32_t m = mask;
-  for (unsigned i = 1; i < n && m; i++) m &= mask >> i;
-  return m ? __builtin_ctz(m) : -1;
 }
 
 static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
@@ -307,7 +299,11 @@ static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, boo
      * more first: slices may have come free meanwhile (the new segment then
      * stays on the list, empty, for the next cut). */
     hak_segment_t *fresh = segment_map(shard, dense);
-    shard_lock(sh);
+    if (!seg_lock_with_room(sh, fresh != NULL)) { /* no memory for its record */
+      shard_unlock(sh);
+      segment_unmap_fresh(fresh);
+      return NULL;
+    }
     seg_drain_returned(sh);
     pg = page_alloc_locked(sh, n, cls, false, dense);
     if (fresh) {
@@ -371,6 +367,7 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
   seg_dirty_sub(sh, s, s->dirty_mask & run);
   s->dirty_mask &= ~run;
   s->whole_mask &= ~run;
+  seg_rec_masks(sh, s);
   if (s->free_mask == 0) seg_list_remove(sh, s);
   return zero;
 }
@@ -384,66 +381,12 @@ static hak_page_t *page_cut(seg_shard_t *sh, hak_segment_t *s, unsigned first, u
   return &s->pages[first];
 }
 
-/* warm_only: only slices that are resident already (the tiers before the
- * untouched ones); NULL if there are none.
- *
- * The tiers, best first, each taking the first segment of the shard's list
- * that has a run of its kind:
- *   class page: 1 a warm slice that held this class (same block offsets, so
- *     nothing new becomes resident); 2 warm slices of another class resident
- *     whole (their page was carved to the end, its blocks no bigger than an
- *     OS page: new block boundaries touch nothing new); 3 untouched slices;
- *     4 any free run. A warm slice of another class comes last: its new
- *     block boundaries would touch pages the old ones did not, and over time
- *     make every page of the heap resident.
- *   large page: 1 warm slices (it will be written from its start); 2 any.
- * One walk of the list finds the best tier's candidate (stopping at a tier
- * 1 hit): each segment's header is a cache line of its own 2 MiB-aligned
- * mapping, so a walk costs a cache miss and a TLB miss per segment, and one
- * walk per tier made this search 4% of sizemix's CPU time. */
-enum { TIERS = 4 };
+/* sh locked: a page cut where the search of the shard's index (seg_index.c,
+ * with the tiers of the choice) finds its run. */
 static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only, bool dense) {
-  hak_segment_t *head = dense ? sh->dense_head : sh->head;
-  bool slice0_ok = n == 1 && cls != HAK_CLASS_NONE;
-  hak_segment_t *s = NULL, *seg[TIERS] = {NULL, NULL, NULL, NULL};
-  int first = -1, at[TIERS] = {-1, -1, -1, -1};
-  if (cls != HAK_CLASS_NONE) {
-    uint32_t run = n >= 32 ? ALL_SLICES : (1u << n) - 1;
-    for (hak_segment_t *t = head; t; t = t->next) {
-      uint32_t fm = t->free_mask, dm = t->dirty_mask, warm = fm & dm;
-      for (uint32_t m = warm & (slice0_ok ? ALL_SLICES : ~1u); m; m &= m - 1) {
-        unsigned i = (unsigned)__builtin_ctz(m);
-        if (t->last_cls[i] == cls && i + n <= HAK_SLICES && ((fm >> i) & run) == run) {
-          seg[0] = t;
-          at[0] = (int)i;
-          break;
-        }
-      }
-      if (seg[0]) break;
-      /* A dense segment in use is resident whole (one huge page): any free
-       * slice of it is warm, and taken before an untouched segment. */
-      if (!seg[1] && t->dense && fm != ALL_FREE && (at[1] = find_run(fm, 0, n, slice0_ok)) >= 0) seg[1] = t;
-      if (!seg[1] && (t->whole_mask & fm) && (at[1] = find_run(fm & t->whole_mask, 0, n, slice0_ok)) >= 0) seg[1] = t;
-      if (warm_only) continue;
-      if (!seg[2] && (at[2] = find_run(fm & ~dm, 0, n, slice0_ok)) >= 0) seg[2] = t;
-      if (!seg[3] && (at[3] = find_run(fm, dm, n, slice0_ok)) >= 0) seg[3] = t;
-    }
-  } else {
-#if HAK_SECURE
-    /* A large block: first a run that ends where a freed large page left
-     * its guard and holds no other (large_run.c): no system call at all. */
-    for (hak_segment_t *t = head; t && !seg[0]; t = t->next)
-      if ((at[0] = seg_find_guarded_run(t, n)) >= 0) seg[0] = t;
-#endif
-    for (hak_segment_t *t = head; t && !seg[0] && !seg[1]; t = t->next) {
-      uint32_t fm = t->free_mask, dm = t->dirty_mask;
-      if ((dm & fm) && (at[1] = find_run(fm & dm, 0, n, slice0_ok)) >= 0) seg[1] = t;
-      else if (!warm_only && !seg[3] && (at[3] = find_run(fm, dm, n, slice0_ok)) >= 0) seg[3] = t;
-    }
-  }
-  for (unsigned k = 0; k < TIERS && !s; k++)
-    if (seg[k]) s = seg[k], first = at[k];
-  if (!s) return NULL;
+  hak_segment_t *s;
+  int first = seg_search_locked(sh, n, cls, warm_only, dense, &s);
+  if (first < 0) return NULL;
   if (s->free_mask == ALL_FREE) HAK_STAT_INC(HAK_EV_SEGMENT_REUSE);
   return page_cut(sh, s, (unsigned)first, n, cls);
 }
@@ -553,6 +496,9 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   if (pg->cls != HAK_CLASS_NONE && pg->bump == pg->end && pg->bsize <= os_page_size()) s->whole_mask |= run & ~clean;
   else s->whole_mask &= ~run;
   seg_dirty_add(sh, s, run & ~clean);
+  seg_rec_t *r = seg_rec(sh, s);
+  for (unsigned i = first; i < first + n; i++) r->last_cls[i] = (uint8_t)pg->cls;
+  seg_rec_masks(sh, s);
   /* An empty dense segment is not kept: its huge page is resident whole,
    * and no sweep purges it. */
   if (s->free_mask == ALL_FREE) {

@@ -22,8 +22,8 @@
  *    options were read (once per such segment, at start-up:
  *    os_segment_in_use).
  *  - bounded work: the returned stack taken with one exchange and its pages
- *    freed (each page is on one stack once), one walk of the shard's
- *    segment list (page_alloc_locked), and for trim and purge one pass over
+ *    freed (each page is on one stack once), one pass over the shard's
+ *    index (page_alloc_locked), and for trim and purge one pass over
  *    the shard's segments, each of 32 slices.
  * So a waiter waits longer only while a holder is preempted inside. */
 #ifndef HAK_SEGMENT_SHARD_H
@@ -45,6 +45,37 @@ typedef struct seg_purge_out {
   uint32_t mask[PURGE_BATCH];
 } seg_purge_out_t;
 
+/* The shard's index (seg_index.c): one record per segment of the shard,
+ * in one array, with what the page search (segment.c, page_alloc_locked)
+ * reads of a segment, so that the search reads these and not the headers
+ * (each a cache line and a TLB entry of its own 2 MiB mapping). Under the
+ * shard's lock, like the header fields it copies. */
+typedef struct seg_rec {
+  uint32_t free, dirty, whole;       /* the header's free_mask, dirty_mask, whole_mask */
+  uint32_t dense;                    /* the header's */
+  uint32_t next, prev;               /* the header's list links: record index + 1 (0: none) */
+  /* bit c % 64: a warm free slice (free and dirty) last held class c: the
+   * search's first tier reads last_cls only where its class's bit is set */
+  uint64_t warm_cls;
+  uint8_t last_cls[HAK_SLICES];      /* the header's */
+  hak_segment_t *seg;                /* read for the one chosen: out of the first cache line */
+} __attribute__((aligned(64))) seg_rec_t;
+_Static_assert(offsetof(seg_rec_t, seg) == 64, "what the search reads of a record is one cache line");
+
+/* A shard's index, under its lock, beside the shard records (which
+ * stealers and sweeps read for every shard: kept small). */
+#define SEG_RECS_INLINE 8             /* records here: 16 MiB of segments */
+typedef struct seg_index {
+  seg_rec_t *recs;                   /* nrecs of caprecs used */
+  uint32_t nrecs, caprecs;
+  uint32_t rhead[2], rtail[2];       /* head, tail (dense: [1]), as rec links */
+  /* records with bit c of warm_cls set, with a free slice resident whole,
+   * with an untouched free slice: where there are none, the search stops
+   * early */
+  uint32_t warm_cnt[64], whole_cnt, clean_cnt;
+  seg_rec_t first_recs[SEG_RECS_INLINE]; /* recs until there are more (seg_index.c) */
+} __attribute__((aligned(64))) seg_index_t;
+
 typedef struct seg_shard {
   hak_lock_t lock;                   /* not process-wide: not counted */
   hak_segment_t *head, *tail;        /* its segments with at least one free slice */
@@ -62,6 +93,8 @@ typedef struct seg_shard {
 } __attribute__((aligned(64))) seg_shard_t;
 
 extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
+extern seg_index_t hak_seg_index[HAK_SEG_SHARDS] HAK_HIDDEN;
+HAK_INLINE seg_index_t *seg_ix(const seg_shard_t *sh) { return &hak_seg_index[sh - hak_seg_shards]; }
 
 /* Counters, relaxed: hints and statistics, each changed under the lock of the
  * shard whose segment it counts (or by the CAS that pushes a returned page),
@@ -162,6 +195,16 @@ HAK_INLINE void seg_dirty_sub(seg_shard_t *sh, const hak_segment_t *s, uint32_t 
   SUB(sh->dirty_slices, pop32(m));
 }
 
+/* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
+ * smaller than the others, so only single-slice pages of small classes use it. */
+HAK_INLINE int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
+  if (!slice0_ok) mask &= ~1u;
+  if (n == 1 && (mask & dirty)) return __builtin_ctz(mask & dirty); /* warm memory first */
+  uint32_t m = mask;
+  for (unsigned i = 1; i < n && m; i++) m &= mask >> i;
+  return m ? __builtin_ctz(m) : -1;
+}
+
 /* sh locked: the pages other threads returned go back to their segments. */
 void seg_drain_returned(seg_shard_t *sh) HAK_HIDDEN;
 /* sh locked: a detached page's slices back into its segment, stamped freed
@@ -170,7 +213,10 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
 /* No lock held: a new segment for shard `shard`, not on its list yet, or
  * NULL (seg_map.c). */
 hak_segment_t *segment_map(unsigned shard, bool dense) HAK_HIDDEN;
-/* sh locked: a segment from segment_map joins sh's books and list. */
+/* No lock held: a segment from segment_map that was not published goes
+ * back to the OS. */
+void segment_unmap_fresh(hak_segment_t *s) HAK_HIDDEN;
+/* sh locked: a segment from segment_map joins sh's books, index and list. */
 void segment_publish(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
 /* sh locked: an empty segment of sh detached if nothing can still read its
  * page records (its unmap follows at shard_unlock); true if it was. */
@@ -196,6 +242,29 @@ void seg_purge_policy(seg_shard_t *home) HAK_HIDDEN;
 /* sh locked: a batch a purger had out goes back to the free masks, its
  * slices counted dirty still (a forked child, whose purger is gone). */
 void seg_purge_restore(seg_shard_t *sh) HAK_HIDDEN;
+/* sh locked: s's record (the index, above). Every change of the header's
+ * masks is followed by seg_rec_masks, before the lock is released and
+ * before s may be unmapped; seg_page_free_locked copies last_cls. */
+HAK_INLINE seg_rec_t *seg_rec(seg_shard_t *sh, const hak_segment_t *s) { return &seg_ix(sh)->recs[s->rec]; }
+void seg_rec_masks(seg_shard_t *sh, const hak_segment_t *s) HAK_HIDDEN;
+/* sh locked: s's record joins its list at the tail, or leaves it (with
+ * seg_list_push and seg_list_remove: the same order as the headers'). */
+void seg_rec_push(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+void seg_rec_unlink(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+/* sh locked: s (from segment_map, room made by seg_lock_with_room) gets a
+ * record; s leaves the index (its unmap: the last record moves into its
+ * slot). */
+void seg_rec_add(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+void seg_rec_remove(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
+/* No lock held: sh's lock taken, with room for one more record in its index
+ * if `room`; false if the OS refused the memory for it (the lock is taken
+ * all the same). A bigger array is mapped with the lock dropped. */
+bool seg_lock_with_room(seg_shard_t *sh, bool room) HAK_HIDDEN;
+/* sh locked: where page_alloc_locked cuts a page of n slices for cls (the
+ * tiers: segment.c) among the shard's (dense) segments, read from the
+ * index: the slice, and the segment in *out; -1 if none. */
+int seg_search_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only, bool dense, hak_segment_t **out) HAK_HIDDEN;
+
 /* sh locked: the list link that every take-out and put-back keeps: a
  * segment is on its shard's list iff its free mask is not 0 (segment.c). */
 void seg_list_push(seg_shard_t *sh, hak_segment_t *s) HAK_HIDDEN;
