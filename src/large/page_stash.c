@@ -31,17 +31,20 @@
  * the record it points to describe the page completely; the record is the
  * claimer's alone.
  *   - put (a large block freed; a class page emptied and retired by the
- *     collector of a refill about to cut a page, heap/heap.c): the page is detached from the
- *     slice map first (a stale free of its block is reported, as for any
- *     free slice), then published with a CAS 0 -> entry (release) in an empty
- *     word; none empty, it goes to the page caches or its segment as before.
+ *     collector of a refill about to cut a page, heap/heap.c): a class page
+ *     is detached from the slice map first, a large page parked (its record
+ *     says free, its slices stay its own: segment.c, segment_page_park), so
+ *     a stale free of its block is reported, as for any free slice; then it
+ *     is published with a CAS 0 -> entry (release) in an empty word; none
+ *     empty, it goes to the page caches or its segment as before. Entries
+ *     that leave for their segments (drains, trim) are detached there.
  *   - take (malloc of n slices; a refill of a class about to cut a page): a
  *     large one takes the smallest entry of n..n+n/4 slices, first among
  *     those whose run had a block end on the OS page where the new block's
  *     last byte falls (ends_hint below), a class one an entry of its
  *     class, claimed with a CAS entry -> 0 (acquire); the winner
- *     re-initialises the page. A loser rescans a few times, then takes the
- *     usual path.
+ *     re-initialises the page (a large one: only its record). A loser
+ *     rescans a few times, then takes the usual path.
  *   - ends_hint[i] (large table): the `ends` mask of entry i's page record
  *     (hak_internal.h), stored relaxed after the entry's CAS and read
  *     relaxed by takers before they claim, so a taker may see the mask of
@@ -182,7 +185,8 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last, size_
       hak_page_t *pg = w_page(bw);
       has_clear(t, w_key(bw), best);
       atomic_fetch_sub_explicit(&stashed_bytes[t], pg_bytes(pg), memory_order_relaxed);
-      segment_page_reinit(pg, cls);
+      if (t == T_LARGE) segment_page_unpark(pg); /* parked by its put: its slices are still its own */
+      else segment_page_reinit(pg, cls);
       return pg;
     }
   }
@@ -272,7 +276,8 @@ bool page_stash_put(hak_page_t *pg) {
   uintptr_t w = (uintptr_t)pg | (uintptr_t)key << N_SHIFT;
   uint16_t ends = pg->ends; /* read now: once published, the record is its claimer's */
   pg->known_zero = 0; /* it was used */
-  segment_page_detach(pg);
+  if (t == T_LARGE) segment_page_park(pg);
+  else segment_page_detach(pg);
   uint32_t now = os_now_ms();
   int from = (int)(((uintptr_t)pg >> 7) % SLOTS);
   /* Counted before it can be taken, so the count never runs below zero. */
@@ -292,7 +297,7 @@ bool page_stash_put(hak_page_t *pg) {
     }
   }
   atomic_fetch_sub_explicit(&stashed_bytes[t], bytes, memory_order_relaxed);
-  return false; /* full: the caller frees it the usual way (detached already: harmless) */
+  return false; /* full: the caller frees it the usual way (parked or detached already: harmless) */
 }
 
 uint32_t page_stash_purge_aged(uint32_t now, uint32_t min_age, bool *any) { return drain_aged(now, min_age, any); }

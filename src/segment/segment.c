@@ -118,7 +118,9 @@ void segment_note_full(unsigned shard, unsigned cls) {
   if (class_dense(cls) && shard && shard < HAK_SEG_SHARDS) ADD(hak_seg_shards[shard].dense_full, 1);
 }
 
-static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
+/* The record of the page of n slices from `first` for cls; page_init then
+ * hands it the slices. */
+static hak_page_t *page_record_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
   hak_page_t *pg = &s->pages[first];
   uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   uint8_t *start = first == 0 ? (uint8_t *)s + SLICE0_START : base;
@@ -153,6 +155,12 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
     pg->capacity = 1;
     pg->state = HAK_PAGE_LARGE;
   }
+  return pg;
+}
+
+static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls) {
+  hak_page_t *pg = page_record_init(s, first, n, cls);
+  uint8_t *base = (uint8_t *)s + (size_t)first * HAK_SLICE_SIZE;
   for (unsigned i = first; i < first + n; i++) s->slice_page[i] = pg;
   /* Published last: a block of this page can reach free() only after the
    * page is handed out, which orders these stores before that read. */
@@ -409,6 +417,32 @@ void segment_page_reinit(hak_page_t *pg, unsigned cls) {
   uint16_t ends = pg->ends;   /* the same run: the same pages are resident */
   page_guards_open(pg, cls); /* no shard lock held: the page is the caller's */
   page_init(segment_of(pg), pg->first_slice, pg->slice_count, cls);
+  pg->known_zero = zero;
+  pg->ends = ends;
+}
+
+/* A large page's slices read the same in the slice map (HAK_CLASS_NONE + 1)
+ * and slice_cls (HAK_CLASS_NONE) whether the page holds a block or is free:
+ * only slice_page and the record tell. Parked, the page keeps its slices
+ * (slice_page still points at it) and only its record says it holds no
+ * block: every reader that could meet a stale pointer into it (large_free,
+ * large_usable, large_live_usable, large_run_resize, guard/fault.c) tests
+ * state == HAK_PAGE_LARGE and the block start, and reports or ignores it as
+ * it does for a free slice. The page stash parks large pages (a put and a
+ * take cost a few stores, where detach and reinit wrote slice_page and the
+ * slice map for every slice: ~400 instructions per large block of 5-16
+ * slices); a parked page that leaves the stash for its segment is detached
+ * then (segment_page_free_at). */
+void segment_page_park(hak_page_t *pg) {
+  pg->state = HAK_PAGE_FREE;
+  atomic_store_explicit(&pg->owner, NULL, memory_order_relaxed);
+}
+
+void segment_page_unpark(hak_page_t *pg) {
+  bool zero = pg->known_zero;
+  uint16_t ends = pg->ends;
+  page_guards_open(pg, HAK_CLASS_NONE);
+  page_record_init(segment_of(pg), pg->first_slice, pg->slice_count, HAK_CLASS_NONE);
   pg->known_zero = zero;
   pg->ends = ends;
 }

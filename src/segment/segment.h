@@ -27,6 +27,13 @@ hak_page_t *segment_page_alloc_ex(unsigned shard, unsigned slices, unsigned cls,
 void segment_page_detach(hak_page_t *page) HAK_HIDDEN;
 /* Reuse a detached page for class cls (HAK_CLASS_NONE: a large block). */
 void segment_page_reinit(hak_page_t *page, unsigned cls) HAK_HIDDEN;
+/* A large page (HAK_CLASS_NONE) set aside holding no block, its slices still
+ * its own (the page stash): stale frees of its block are reported as for a
+ * free slice. unpark: the same page again for a large block. A parked page
+ * goes back to its segment through segment_page_free(_at) or
+ * segment_pages_free, which detach it. */
+void segment_page_park(hak_page_t *page) HAK_HIDDEN;
+void segment_page_unpark(hak_page_t *page) HAK_HIDDEN;
 /* Up to k pages of n slices for class cls under one acquisition of the
  * shard's lock, from its segments already mapped; returns how many. */
 unsigned segment_pages_alloc(unsigned shard, unsigned slices, unsigned cls, hak_page_t **out, unsigned k) HAK_HIDDEN;
