@@ -42,7 +42,7 @@ static HAK_NOINLINE void *alloc_refill(unsigned cls) {
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_check(p, hak_class_size[cls]);
     HAK_MARK_ALLOCATED(p);
   }
-  purge_tick();
+  purge_tick_refill();
   return p;
 }
 
@@ -238,7 +238,7 @@ HAK_NOINLINE void free_slow(void *p) {
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #endif
     heap_flush_free(&hak_tls, cls, p);
-    purge_tick_free();
+    purge_tick_flush();
     return;
   }
   if (!p) return;

@@ -143,6 +143,10 @@ struct hak_heap {
   uint32_t    activity_seen;            /* under lock: `activity` at the last collector pass */
   bool        unreachable;              /* fork child: its lock was held by a thread that is gone */
   bool        retire_stash;             /* under lock: the collector is a refill (heap_collect_peers) */
+  /* Owner only (policy/purger.c, purge_tick_busy): refills and flushes left
+   * before the next look at the purge deadline's clock, and what it read. */
+  uint8_t     purge_skip;
+  uint32_t    purge_seen;
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
   /* Written under lock, read without it as a hint by peers about to cut a

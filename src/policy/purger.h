@@ -38,6 +38,20 @@ HAK_INLINE void purge_tick_free(void) {
   if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d, false);
 }
 
+/* On refills (may start the thread) and flushes (may not), which a busy
+ * thread makes by the hundred thousand per second: the same look, skipped
+ * for the next PURGE_SKIP of them once two looks of the thread read the same
+ * coarse clock value (purger.c). */
+void purge_tick_slow_busy(uint32_t deadline, bool may_start) HAK_HIDDEN;
+HAK_INLINE void purge_tick_refill(void) {
+  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
+  if (HAK_UNLIKELY(d != 0 || __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED))) purge_tick_slow_busy(d, true);
+}
+HAK_INLINE void purge_tick_flush(void) {
+  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
+  if (HAK_UNLIKELY(d != 0)) purge_tick_slow_busy(d, false);
+}
+
 /* Collect and purge. mode COLLECT_DUE (heap/collect.h): what the deadline
  * found due; COLLECT_NOW: collect every heap it can without waiting and purge
  * all free memory, keeping the mappings; COLLECT_FORCE: malloc_trim, also
