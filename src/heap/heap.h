@@ -60,8 +60,11 @@ HAK_INLINE hak_bin_t *bin_of(hak_tls_t *t, unsigned cls) { return &t->bins[cls +
 /* Pop the next block p of the non-empty pending list *q (a plain pointer,
  * or the thread-pointer-relative one of front/front.h, hence a macro). Its
  * link is read now (the secure build decodes and checks it), and the block
- * after it is prefetched for writing: the next pop reads its link and the
- * program writes that block once it has it, while it works in between. */
+ * after it is prefetched: the next pop reads its link and the program writes
+ * that block once it has it, while it works in between. The hint asks for
+ * writing, but without -mprfchw GCC emits a read prefetch (prefetcht0); a
+ * real prefetchw measured no better on sizemix or prodcons (stop 23), so the
+ * portable builtin stays. */
 #define PEND_POP(q, p)                                   \
   do {                                                   \
     (p) = (q)->head;                                     \
