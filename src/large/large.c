@@ -13,31 +13,26 @@
  * test; freed mappings wait in the huge cache (huge_cache.c: lock-free,
  * sized by demand). Alignments of
  * 2 MiB and more cannot keep the header in the pointer's chunk: those blocks
- * sit on a short list checked only on the foreign-pointer path.
+ * are found by address in a hash table (overaligned.c, striped locks)
+ * asked only on the foreign-pointer path, and only for 2 MiB-aligned
+ * pointers.
  *
  * No process-wide lock is taken per large block: pages come from the
  * thread's page cache and the lock-free page exchange (segment/page_cache.c),
  * huge mappings from the lock-free huge cache, and the live counts are
- * atomics. Only the over-aligned list has a lock (its blocks are rare):
- * overaligned_lock, process-wide, taken by the alloc (a push) and free of an
- * over-aligned block, and, while the list is not empty, by the free,
- * realloc and malloc_usable_size of any pointer that no registry test
- * places (a walk of the list, to tell an over-aligned block from a foreign
- * one). No system call under it: the mapping, its guard and its unmap are
- * made outside. Its work is a walk of the list, linear in the live
- * over-aligned blocks (alignments of 2 MiB and more: a few); never on a
- * per-page or refill path.
+ * atomics. No system call under a lock of the over-aligned table: the
+ * mapping, its guard and its unmap are made outside.
  *
  * A cached mapping keeps its address range, not its memory: once idle for
  * purge_delay_ms its pages (all but the header page) go back with madvise,
  * so the cache saves system calls without holding resident memory. */
 #include "large/large.h"
 #include "large/huge_cache.h"
+#include "large/overaligned.h"
 #include "large/page_stash.h"
 #include "guard/guard.h"
 #include "guard/registry.h"
 #include "guard/unmapped.h"
-#include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
 #include "policy/purger.h"
@@ -66,17 +61,7 @@
  * the huge header, room for the keyed head word (heap/canary.h) that shows
  * an underflow. */
 
-/* Guards only the over-aligned list (alignments of 2 MiB and more: rare). */
-static hak_lock_t overaligned_lock = HAK_LOCK_NAMED("large-overaligned");
 static _Atomic(size_t) huge_live_blocks, huge_live_bytes;
-
-typedef struct overaligned {
-  uint64_t magic;
-  uint8_t *base;
-  size_t map, usable;
-  struct overaligned *next;
-} overaligned_t;
-static overaligned_t *overaligned_list;
 
 static void live_add(size_t blocks, size_t bytes) {
   atomic_fetch_add_explicit(&huge_live_blocks, blocks, memory_order_relaxed);
@@ -211,40 +196,14 @@ static void *overaligned_alloc(size_t size, size_t align, bool zero) {
   o->base = base;
   o->map = map;
   o->usable = (size_t)(base + map - guard - p);
-  hak_lock(&overaligned_lock);
-  o->next = overaligned_list;
-  overaligned_list = o;
-  hak_unlock(&overaligned_lock);
+  overaligned_insert(o);
   live_add(1, map);
   HAK_STAT_INC(HAK_EV_HUGE_ALLOC);
   return p;
 }
 
-bool overaligned_owns(const void *p, size_t *usable) {
-  if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
-  bool found = false;
-  hak_lock(&overaligned_lock);
-  for (overaligned_t *o = overaligned_list; o; o = o->next)
-    if ((const uint8_t *)(o + 1) == (const uint8_t *)p) {
-      found = true;
-      if (usable) *usable = o->usable;
-      break;
-    }
-  hak_unlock(&overaligned_lock);
-  return found;
-}
-
 bool overaligned_free(void *p) {
-  if (!__atomic_load_n(&overaligned_list, __ATOMIC_RELAXED)) return false;
-  overaligned_t *hit = NULL;
-  hak_lock(&overaligned_lock);
-  for (overaligned_t **pp = &overaligned_list; *pp; pp = &(*pp)->next)
-    if ((uint8_t *)(*pp + 1) == (uint8_t *)p) {
-      hit = *pp;
-      *pp = hit->next;
-      break;
-    }
-  hak_unlock(&overaligned_lock);
+  overaligned_t *hit = overaligned_take(p);
   if (!hit) return false;
   live_sub(1, hit->map);
   HAK_STAT_INC(HAK_EV_HUGE_FREE);
@@ -505,6 +464,6 @@ void large_counts(size_t *blocks, size_t *bytes) {
   *bytes = atomic_load_explicit(&huge_live_bytes, memory_order_relaxed);
 }
 
-void large_atfork_prepare(void) { hak_lock_fork(&overaligned_lock); }
-void large_atfork_parent(void) { hak_unlock_fork(&overaligned_lock); }
-void large_atfork_child(void) { hak_lock_reset(&overaligned_lock); }
+void large_atfork_prepare(void) { overaligned_atfork_prepare(); }
+void large_atfork_parent(void) { overaligned_atfork_parent(); }
+void large_atfork_child(void) { overaligned_atfork_child(); }

@@ -22,7 +22,8 @@ bool   large_trim(void) HAK_HIDDEN;
 uint32_t large_purge_aged(uint32_t now, uint32_t min_age, bool *any) HAK_HIDDEN;
 void   large_counts(size_t *blocks, size_t *bytes) HAK_HIDDEN;
 
-/* Blocks aligned to 2 MiB or more live outside the registry, on a list. */
+/* Blocks aligned to 2 MiB or more live outside the registry, in a table
+ * (overaligned.c): false at once for a pointer that is not 2 MiB aligned. */
 bool   overaligned_owns(const void *p, size_t *usable) HAK_HIDDEN;
 bool   overaligned_free(void *p) HAK_HIDDEN;
 
