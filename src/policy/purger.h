@@ -24,33 +24,33 @@ void purge_arm(uint32_t due) HAK_HIDDEN;
 void purge_tick_slow(uint32_t deadline, bool may_start) HAK_HIDDEN;
 /* The background purger is wanted and not started yet. */
 extern bool hak_purger_wanted HAK_HIDDEN;
+/* The look every tick starts with: a relaxed load of the deadline, and on
+ * paths that may start the background purger (allocations) of whether it is
+ * wanted. The slow side runs with a deadline set, or to start the purger.
+ * Busy ticks (refills, flushes) go to purge_tick_slow_busy, which skips the
+ * clock read for the next PURGE_SKIP of them once two looks of the thread
+ * read the same coarse clock value (purger.c). */
+void purge_tick_slow_busy(uint32_t deadline, bool may_start) HAK_HIDDEN;
+HAK_INLINE void purge_tick_at(bool may_start, bool busy) {
+  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
+  if (HAK_UNLIKELY(d != 0 || (may_start && __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED)))) {
+    if (busy)
+      purge_tick_slow_busy(d, may_start);
+    else
+      purge_tick_slow(d, may_start);
+  }
+}
 /* On allocation paths: also starts the background purger, at the first one
  * after start-up (it sleeps until something is pending). */
-HAK_INLINE void purge_tick(void) {
-  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
-  if (HAK_UNLIKELY(d != 0 || __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED))) purge_tick_slow(d, true);
-}
+HAK_INLINE void purge_tick(void) { purge_tick_at(true, false); }
 /* On free paths: never starts the thread. glibc frees under its own locks
  * (pthread_join frees a dead thread's TLS vector holding the stack-cache
  * lock, which pthread_create takes): a thread started there deadlocks. */
-HAK_INLINE void purge_tick_free(void) {
-  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
-  if (HAK_UNLIKELY(d != 0)) purge_tick_slow(d, false);
-}
-
+HAK_INLINE void purge_tick_free(void) { purge_tick_at(false, false); }
 /* On refills (may start the thread) and flushes (may not), which a busy
- * thread makes by the hundred thousand per second: the same look, skipped
- * for the next PURGE_SKIP of them once two looks of the thread read the same
- * coarse clock value (purger.c). */
-void purge_tick_slow_busy(uint32_t deadline, bool may_start) HAK_HIDDEN;
-HAK_INLINE void purge_tick_refill(void) {
-  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
-  if (HAK_UNLIKELY(d != 0 || __atomic_load_n(&hak_purger_wanted, __ATOMIC_RELAXED))) purge_tick_slow_busy(d, true);
-}
-HAK_INLINE void purge_tick_flush(void) {
-  uint32_t d = atomic_load_explicit(&hak_purge_deadline, memory_order_relaxed);
-  if (HAK_UNLIKELY(d != 0)) purge_tick_slow_busy(d, false);
-}
+ * thread makes by the hundred thousand per second. */
+HAK_INLINE void purge_tick_refill(void) { purge_tick_at(true, true); }
+HAK_INLINE void purge_tick_flush(void) { purge_tick_at(false, true); }
 
 /* Collect and purge. mode COLLECT_DUE (heap/collect.h): what the deadline
  * found due; COLLECT_NOW: collect every heap it can without waiting and purge
