@@ -10,6 +10,10 @@
  *                  segment (its page starts after the header), the same
  *   interior-big   free(p + 64) on a live 20000-byte block (a class whose
  *                  pages span several slices), the same
+ *   uncarved-big   free() of the 9th block start of the page of a fresh
+ *                  20000-byte block, which its thread has not carved yet
+ *                  (a carve takes 4 blocks of that class): the same, and
+ *                  no two of the next mallocs may return the same block
  *   huge-unmapped  a 100 MiB block freed twice, the second time after its
  *                  mapping is gone (glibc's free crashed on it)
  *   huge-reused    HAKMEM_PROFILE=lean: a 3 MiB block freed (unmapped at
@@ -24,6 +28,7 @@
  * (glibc's answer is to abort; this is HAKMEM's own, so there is no glibc
  * baseline.) Registered only for builds with checks. */
 #include "hak_test.h"
+
 
 #define MiB ((size_t)1 << 20)
 #define SEG ((uintptr_t)2 << 20)
@@ -87,6 +92,32 @@ static int child_interior_big(void) {
   char *p = malloc(20000);
   int r = interior_free_n(p, 20000, 64);
   if (r) return r;
+  free(p);
+  return 0;
+}
+
+/* A block start of the calling thread's own page past what it has carved
+ * (free_checked: the page's bump bounds its own pages, only another
+ * thread's are bounded by their end). Pushed into the cache, it would go
+ * out twice: from the cache now, from the carve later. */
+static int child_uncarved_big(void) {
+  char *p = malloc(20000);
+  if (!p) return 5;
+  size_t bsize = malloc_usable_size(p); /* 20480: 9 blocks to a page of 3 slices */
+  char *q = p + 8 * bsize;
+  printf("%p\n", (void *)q);
+  fflush(stdout);
+  free(ht_hide_ptr(q));
+  char *got[16];
+  for (int i = 0; i < 16; i++) {
+    got[i] = malloc(20000);
+    for (int j = 0; j < i; j++)
+      if (got[j] == got[i]) {
+        fprintf(stderr, "child: malloc(20000) returned %p twice\n", (void *)got[i]);
+        return 3;
+      }
+  }
+  for (int i = 0; i < 16; i++) free(got[i]);
   free(p);
   return 0;
 }
@@ -179,6 +210,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "interior") == 0) return child_interior();
     if (strcmp(argv[2], "interior0") == 0) return child_interior0();
     if (strcmp(argv[2], "interior-big") == 0) return child_interior_big();
+    if (strcmp(argv[2], "uncarved-big") == 0) return child_uncarved_big();
     if (strcmp(argv[2], "huge-unmapped") == 0) return child_huge_unmapped();
     if (strcmp(argv[2], "huge-reused") == 0) return child_huge_reused();
     if (strcmp(argv[2], "header") == 0) return child_header();
@@ -189,6 +221,7 @@ int main(int argc, char **argv) {
   fails += run_case(argv[0], "interior", NULL);
   fails += run_case(argv[0], "interior0", NULL);
   fails += run_case(argv[0], "interior-big", NULL);
+  fails += run_case(argv[0], "uncarved-big", NULL);
   fails += run_case(argv[0], "huge-unmapped", NULL);
   fails += run_case(argv[0], "huge-reused", "HAKMEM_PROFILE=lean");
   fails += run_case(argv[0], "header", "HAKMEM_PROFILE=lean");
@@ -196,6 +229,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_bad_free: FAIL: %d case(s) not contained\n", fails);
     return 1;
   }
-  printf("test_bad_free: OK: interior pointers (also in slice 0 and of pages of several slices), freed-and-unmapped huge block, pointers into a segment header\n");
+  printf("test_bad_free: OK: interior pointers (also in slice 0 and of pages of several slices), an uncarved block start, freed-and-unmapped huge block, pointers into a segment header\n");
   return 0;
 }

@@ -97,8 +97,10 @@ static bool freed_page_block(const void *p) {
 }
 
 HAK_NOINLINE void free_checked(void *p) {
-  /* The slice map gave p a class: its segment is a small one. */
-  if (!block_is_live_start_mapped(p)) {
+  /* The slice map gave p a class: its segment is a small one
+   * (block_is_live_start_mapped, inline here). */
+  unsigned cls;
+  if (!block_live_page(p, hak_tls.heap, &cls)) {
     report_invalid("free", p);
     return;
   }
@@ -106,8 +108,15 @@ HAK_NOINLINE void free_checked(void *p) {
     free_suspect(p);
     return;
   }
+  /* The bin of the page's class: the slice map's, whose room free_block
+   * saw, unless the two disagree (a page re-made meanwhile), hence the
+   * test (cheaper than the slice map's lookup again). */
+  hak_bin_t *b = bin_of(&hak_tls, cls);
+  if (HAK_UNLIKELY(b->count >= b->cap)) {
+    free_slow(p);
+    return;
+  }
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-  hak_bin_t *b = bin_of_block(p); /* free_block saw room in it */
   b->slots[b->count++] = p;
 }
 

@@ -122,15 +122,6 @@ bool block_is_live_start(const void *p) {
 }
 
 bool block_is_live_start_mapped(const void *p) {
-  hak_segment_t *s = segment_of(p);
-  hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
-  if (!pg || pg->cls >= HAK_NCLASSES) return false;
-  const uint8_t *b = (const uint8_t *)p;
-  /* Only the owner reads bump (the owner writes it; the page may have
-   * changed hands since the look at its owner: page_bump); others bound by
-   * the page's end, fixed for the page's life. */
-  hak_heap_t *owner = atomic_load_explicit(&pg->owner, memory_order_relaxed);
-  bool own = owner != NULL && owner == hak_tls.heap;
-  if (b < pg->start || b >= (own ? page_bump(pg) : pg->end)) return false;
-  return block_index((uint64_t)(b - pg->start), &hak_block_check[pg->cls + 1]) < pg->capacity;
+  unsigned cls;
+  return block_live_page(p, hak_tls.heap, &cls) != NULL;
 }

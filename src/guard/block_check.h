@@ -79,6 +79,29 @@ bool block_is_live_start(const void *p) HAK_HIDDEN;
  * are reused or unmapped, so the registry and the segment's magic and kind
  * are not read again: the slice's page record decides. */
 bool block_is_live_start_mapped(const void *p) HAK_HIDDEN;
+/* Its body, for me = the calling thread's heap (hak_tls.heap; free_checked
+ * has it inline): p's page record (its class in *cls), or NULL. The blocks
+ * below the page's bump have been carved, by whichever heap: a start among
+ * them is a live block's (bump is read relaxed, page_bump: a stale value is
+ * still a bound, since bump only grows while a block of the page is out).
+ * Past the bump, only a page of another heap may be freed into (its owner
+ * may carve on meanwhile: bounded by the page's end), never one of the
+ * caller's own, whose bump is exact (test_bad_free, uncarved-big). So the
+ * owner, on the record's line that remote frees write (`remote`), is read
+ * only for blocks past the bump. */
+HAK_INLINE hak_page_t *block_live_page(const void *p, const hak_heap_t *me, unsigned *cls) {
+  hak_segment_t *s = segment_of(p);
+  hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
+  if (!pg) return NULL;
+  unsigned c = pg->cls;
+  const uint8_t *b = (const uint8_t *)p, *start = pg->start;
+  if (c >= HAK_NCLASSES || b < start || block_index((uint64_t)(b - start), &hak_block_check[c + 1]) >= pg->capacity)
+    return NULL;
+  *cls = c;
+  if (HAK_LIKELY(b < page_bump(pg))) return pg;
+  hak_heap_t *owner = atomic_load_explicit(&pg->owner, memory_order_relaxed);
+  return !(owner != NULL && owner == me) && b < pg->end ? pg : NULL;
+}
 
 /* p (registered) lies in a slice of a page of class cls (the segment's
  * slice_cls): the fast test where it is exact, else the full one. The slow

@@ -207,7 +207,7 @@ static void *take_block(hak_heap_t *h, unsigned cls) {
     canary_carved(pg->bump, 1, pg->bsize);
 #endif
     b = pg->bump;
-    pg->bump += pg->bsize;
+    page_bump_set(pg, (uint8_t *)b + pg->bsize); /* read by other threads' free checks (page_bump) */
   }
   pg->used++;
   if (!page_has_free(pg)) {
@@ -262,7 +262,7 @@ static unsigned take_run(hak_heap_t *h, unsigned cls, unsigned want, void **list
         *tail = b;
         tail = (void **)b;
       }
-      pg->bump = b;
+      page_bump_set(pg, b);
       got += k;
     }
     pg->used += got - before;
