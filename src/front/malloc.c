@@ -98,7 +98,7 @@ static bool freed_page_block(const void *p) {
 
 HAK_NOINLINE void free_checked(void *p) {
   /* The slice map gave p a class: its segment is a small one
-   * (block_is_live_start_mapped, inline here). */
+   * (block_live_page). */
   unsigned cls;
   if (!block_live_page(p, hak_tls.heap, &cls)) {
     report_invalid("free", p);

@@ -118,10 +118,6 @@ bool block_is_live_start(const void *p) {
   if (!registry_has(p)) return false;
   hak_segment_t *s = segment_of(p);
   if (s->magic != HAK_SEG_MAGIC || s->kind != HAK_SEG_SMALL) return false;
-  return block_is_live_start_mapped(p);
-}
-
-bool block_is_live_start_mapped(const void *p) {
   unsigned cls;
   return block_live_page(p, hak_tls.heap, &cls) != NULL;
 }

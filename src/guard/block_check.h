@@ -72,15 +72,14 @@ HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
  * (when the page is the calling thread's; otherwise before the page's end). */
 bool block_is_live_start(const void *p) HAK_HIDDEN;
 /* The same for p whose slice map entry names a size class (free()'s fast
- * path found p's bin through it): such an entry is only ever set for the
- * slices of a class page of a small segment (segment.c, page_init; a
- * first-class heap's pages have the cap-0 entry until the heap hands them
- * over), and it goes back to the large-run or zero entry before the slices
- * are reused or unmapped, so the registry and the segment's magic and kind
- * are not read again: the slice's page record decides. */
-bool block_is_live_start_mapped(const void *p) HAK_HIDDEN;
-/* Its body, for me = the calling thread's heap (hak_tls.heap; free_checked
- * has it inline): p's page record (its class in *cls), or NULL. The blocks
+ * path found p's bin through it; free_checked): such an entry is only ever
+ * set for the slices of a class page of a small segment (segment.c,
+ * page_init; a first-class heap's pages have the cap-0 entry until the heap
+ * hands them over), and it goes back to the large-run or zero entry before
+ * the slices are reused or unmapped, so the registry and the segment's magic
+ * and kind are not read again: the slice's page record decides.
+ * me = the calling thread's heap (hak_tls.heap). Returns p's page record
+ * (its class in *cls), or NULL. The blocks
  * below the page's bump have been carved, by whichever heap: a start among
  * them is a live block's (bump is read relaxed, page_bump: a stale value is
  * still a bound, since bump only grows while a block of the page is out).
