@@ -351,6 +351,22 @@ class ReportTest(unittest.TestCase):
         with self.assertRaises(parse.ParseError):
             report.replace_readme_block("no markers", "x")
 
+    def test_report_source_is_the_runs_revision(self):
+        # The report names the revision read when the run began (machine["rev"]),
+        # not one read after the run wrote its own tracked result files, which
+        # made every report of a clean tree say "-dirty".
+        import tempfile
+        machine = {"nproc": 2, "cpu": "cpu", "arch": "x86_64", "kernel": "6", "glibc": "2.36",
+                   "rev": "abc1234"}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "r.md")
+            report.write_report_md(path, "2026-01-01", "quick", machine, "cmd", [], [], 1, 1.0,
+                                   "block", {})
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        self.assertIn("Source: abc1234.  ", text)
+        self.assertNotIn("dirty", text)
+
     def test_extract_block(self):
         md = "# r\n%s\nthe block\n%s\nmore" % (common.BLOCK_BEGIN, common.BLOCK_END)
         self.assertEqual(report.extract_block(md), "the block")

@@ -9,7 +9,6 @@ from .common import (
     BLOCK_BEGIN, BLOCK_END, EXTRA_SYSCALLS, MEMORY_SYSCALLS, README_BEGIN, README_END, RESULTS_DIR,
     ROOT, fmt_duration, log)
 from .parse import ParseError
-from .runner import git_revision
 from .stats import ratio
 from .targets import targets_table
 
@@ -276,7 +275,9 @@ def write_report_md(path, date, mode, machine, command, allocators, workloads, r
                     elapsed, block, summary):
     lines = ["# HAKMEM benchmarks, %s (%s)" % (date, mode), ""]
     lines.append("Machine: %s.  " % machine_line(machine))
-    rev = git_revision()
+    # The revision read before this run wrote its tracked result files (the
+    # chart, the CSVs): read now, it would say "-dirty" because of them.
+    rev = machine.get("rev")
     if rev:
         lines.append("Source: %s.  " % rev)
     lines.append("Runs per allocator and workload: %d, allocators alternating run by run; "
