@@ -63,6 +63,18 @@ int main(void)
         }
         served += lim != 0;
     }
+#if HAK_CHECKS && !HAK_SECURE
+    /* free()'s copy of mul and fast_bound beside the slice map (guard/
+     * registry.h), filled by start-up: every entry as the table's. */
+    void *volatile q = malloc(16); /* volatile: a malloc/free pair the compiler would drop */
+    free(q);
+    for (unsigned v = 0; v < HAK_NCLASSES + 2; v++)
+        CHECK(hak_slice_map.check[v].mul == hak_block_check[v].mul &&
+                  hak_slice_map.check[v].bound == hak_block_check[v].fast_bound,
+              "bin %u: free()'s copy of the fast test (%u, %u) is not the table's (%u, %u)", v,
+              hak_slice_map.check[v].mul, hak_slice_map.check[v].bound, hak_block_check[v].mul,
+              hak_block_check[v].fast_bound);
+#endif
     printf("test_block_check: OK: %u classes, %u with the fast test; %llu offsets checked against division\n",
            HAK_NCLASSES, served, checked);
     return 0;

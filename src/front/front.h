@@ -199,7 +199,9 @@ HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
 /* One lookup tells the block's class (or that it is not a small block of
  * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  unsigned off = slice_map_bin_offset(p);
+  const hak_slice_map_t *m;
+  unsigned off = slice_map_lookup(p, &m);
+  (void)m; /* the standard build's test reads beside the map */
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
@@ -218,8 +220,10 @@ HAK_INLINE void free_block(void *p) {
     return;
 #elif HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
-     * segment header would go to the next malloc (guard/block_check.h). */
-    if (HAK_UNLIKELY(!block_fast_ok(p, block_check_at(off)))) {
+     * segment header would go to the next malloc (guard/block_check.h).
+     * The test's fields come from the slice map's copy (registry.h),
+     * addressed from the map's address the lookup left in a register. */
+    if (HAK_UNLIKELY(!block_fast_ok_map(p, m, off))) {
       free_checked(p);
       return;
     }

@@ -109,6 +109,9 @@ bool hak_init(void) {
     hak_free_key ^= ((uintptr_t)&expect * 0x9e3779b97f4a7c15u) ^ ((uintptr_t)ts.tv_nsec << 17) ^ (uintptr_t)ts.tv_sec;
     seeded = true;
   }
+#if HAK_WORD_CHECKS
+  block_check_fill(); /* before any bin has room: free() reads it then */
+#endif
 #endif
   if (!key_made) {
     thread_key_init();

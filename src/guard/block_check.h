@@ -12,7 +12,9 @@
  * exactly when its offset in the slice is k * size with
  * k < blocks per slice (a read-only table indexed like the bins; no
  * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
- * reserve, does not grow). Divisibility and the bound are one 32-bit
+ * reserve, does not grow; free() reads the test's two fields from a copy
+ * beside the slice map, guard/registry.h, addressed from the register the
+ * map's lookup leaves). Divisibility and the bound are one 32-bit
  * multiplication and one comparison with the entry in memory: with
  * mul = 2^32 / size + 1 and e = mul * size - 2^32 (0 < e <= size), the low
  * 32 bits of off * mul are k * e < 2^16 when off = k * size, and at least
@@ -29,6 +31,7 @@
 #define HAK_BLOCK_CHECK_H
 
 #include "hak_internal.h"
+#include "guard/registry.h"
 
 typedef struct __attribute__((aligned(32))) hak_block_check {
   uint64_t inv;       /* inverse of the size's odd part, mod 2^64 */
@@ -55,17 +58,46 @@ HAK_INLINE const hak_block_check_t *block_check_at(unsigned bin_offset) {
   return (const hak_block_check_t *)((const char *)hak_block_check + 2 * (size_t)bin_offset);
 }
 
-/* The fast path's test, with the entry of p's class: true
+/* The fast path's test, with the fields of p's class's entry: true
  * when p may be pushed without the full test. */
-HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
+HAK_INLINE bool block_fast_test(const void *p, uint32_t mul, uint32_t fast_bound) {
   uintptr_t a = (uintptr_t)p;
   uint32_t off = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
 #if HAK_SECURE /* slice 0 keeps the header's layout: its blocks take the paged check */
-  return off * c->mul < c->fast_bound && (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
+  return off * mul < fast_bound && (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
 #else
-  return off * c->mul < c->fast_bound && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
+  return off * mul < fast_bound && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
 #endif
 }
+HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
+  return block_fast_test(p, c->mul, c->fast_bound);
+}
+#if HAK_WORD_CHECKS
+/* block_fast_ok with the entry's copy beside the slice map (m: the map's
+ * address, off: p's bin offset; guard/registry.h): free()'s test in the
+ * standard build. On x86_64 the multiplication and the comparison take
+ * their operands from memory at m + off + displacement (asm: in C, GCC
+ * forms m + off once, one lea or register copy more per free). */
+HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_map_t *m, unsigned off) {
+  uintptr_t a = (uintptr_t)p;
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  uint32_t x = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
+  bool below;
+  __asm__("imull %c[mul](%[m],%[off]), %[x]\n\tcmpl %c[bound](%[m],%[off]), %[x]"
+          : [x] "+r"(x), "=@ccb"(below)
+          : [m] "r"(m), [off] "r"((uintptr_t)off), [mul] "i"(offsetof(hak_slice_map_t, check[0].mul)),
+            [bound] "i"(offsetof(hak_slice_map_t, check[0].bound)), "m"(m->check));
+  return below && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
+#else
+  const hak_fast_check_t *e = (const hak_fast_check_t *)((const char *)m->check + off);
+  return block_fast_test(p, e->mul, e->bound);
+#endif
+}
+/* Copies mul and fast_bound of every entry to the slice map's check[]
+ * (guard/registry.h), for free()'s fast path. Start-up (hak_init), before
+ * any thread's bins have room. */
+void block_check_fill(void) HAK_HIDDEN;
+#endif
 
 /* The full test: p lies in a registered small segment, on a live page of a
  * size class, at a block boundary, in the part of the page already carved

@@ -51,16 +51,36 @@
 
 typedef uint16_t hak_slice_entry_t;
 
+#if HAK_WORD_CHECKS
+/* The standard build's fast block-start test (guard/block_check.h,
+ * block_fast_ok) for one bin offset: hak_block_check's mul and fast_bound,
+ * copied here so that free() addresses them from the register that already
+ * holds the slice map's address, with the bin offset as the index (16-byte
+ * entries: scale 1), instead of forming the table's address (one lea per
+ * free). Zero (the test fails: the full test decides) until hak_init
+ * fills them (block_check_fill), before any thread's bins have room: free()
+ * reads an entry only for a bin with room (front.h, free_block). */
+typedef struct hak_fast_check {
+  uint32_t mul, bound;
+  uint64_t unused;
+} hak_fast_check_t;
+_Static_assert(sizeof(hak_fast_check_t) == HAK_SLICE_MAP_SCALE, "indexed by the bin offset itself");
+#endif
+
 typedef struct hak_slice_map {
   /* Per leaf, its address minus the zero leaf's (0: no leaf yet, so the
    * zero leaf). Integers: never dereferenced without adding `zero`. */
   uintptr_t top[HAK_TOP_ENTRIES];
   hak_slice_entry_t zero[(size_t)1 << HAK_LEAF_BITS]; /* never written: "not ours" */
+#if HAK_WORD_CHECKS
+  hak_fast_check_t check[HAK_NCLASSES + 2]; /* indexed by bin offset */
+#endif
 } hak_slice_map_t;
 extern hak_slice_map_t hak_slice_map HAK_HIDDEN;
 
-/* The bin offset of p's slice (0: not ours). A straight line: two loads. */
-HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
+/* The bin offset of p's slice (0: not ours), and in *mp the slice map's
+ * address as the lookup held it in a register. A straight line: two loads. */
+HAK_INLINE unsigned slice_map_lookup(const void *p, const hak_slice_map_t **mp) {
   uintptr_t slice, top = (uintptr_t)p >> HAK_SLICE_SHIFT;
 #if defined(__x86_64__)
   /* slice = top's low 16 bits, top = its bits 16-31 (bits above 47 of p
@@ -78,7 +98,14 @@ HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
   __asm__("" : "+r"(m));
   uintptr_t leaf = (uintptr_t)m->zero + __atomic_load_n(&m->top[top], __ATOMIC_RELAXED);
   __asm__("" : "+r"(leaf));
+  *mp = m;
   return __atomic_load_n((const hak_slice_entry_t *)leaf + slice, __ATOMIC_RELAXED);
+}
+
+/* The bin offset of p's slice (0: not ours). */
+HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
+  const hak_slice_map_t *m;
+  return slice_map_lookup(p, &m);
 }
 
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
