@@ -6,6 +6,7 @@
   allocators    HAKMEM, glibc and the peers found on this machine
   workloads     the benchmark programs and their arguments
   runner        running and timing programs, under strace and valgrind too
+  cpuprobe      the CPU-availability probe (bench_cpuprobe) and its verdict
   report        formatting, tables, markdown/csv reports, the README block
   chart         gnuplot charts
   compare / ab / soak / instructions / locks    the runner's modes

@@ -9,6 +9,8 @@ from .allocators import (
     OPTIONAL_PEERS, Allocator, discover_allocators, extra_allocators, peers_dir_candidates)
 from .chart import chart_comparison
 from .common import INSTALL_HINT, RESULTS_DIR, ROOT, fmt_duration, log, tail
+from .cpuprobe import CONTENDED_MARK, ProbeLog, judge, probe_table, refuse_readme, verdict_line
+from .cpuprobe import write_json as write_probe_json
 from .locks import LOCKS_TITLE, lock_table, measure_locks, observe_build
 from .parse import ParseError
 from .report import (
@@ -155,10 +157,16 @@ def do_compare(args):
     progress = Progress(total, args.quiet)
     runs = {}
     syscalls = {}
+    # CPU-availability probes (cpuprobe.py): before each workload, between its
+    # rounds every few minutes, and after the last.
+    probes = ProbeLog(build_dir, args.quiet)
     t_start = time.perf_counter()
     for w in workloads:
         n = w.full if args.full else w.quick
+        probes.probe("before " + w.name)
         for r in range(runs_n):
+            if r and probes.due():
+                probes.probe("%s round %d" % (w.name, r + 1))
             # Alternate allocators run by run, rotating who goes first.
             order = allocators[r % len(allocators):] + allocators[:r % len(allocators)]
             for a in order:
@@ -192,6 +200,7 @@ def do_compare(args):
                     notes.append("%s under %s: strace run failed: %s"
                                  % (w.name, a.name, str(e).splitlines()[0]))
                     progress.done = min(total, progress.done + 1)
+    probes.probe("after " + (workloads[-1].name if workloads else "the runs"))
     elapsed = time.perf_counter() - t_start
     others = meter.others_fraction()
     if others > 0.05:
@@ -229,6 +238,10 @@ def do_compare(args):
         print("\n" + LOCKS_TITLE + ":\n\n" + locks)
     for n in notes:
         print("note: " + n)
+    verdict = judge(probes.probes)
+    print(verdict_line(verdict))
+    if probes.enabled:
+        notes.append(verdict_line(verdict))
     log("finished in %s" % fmt_duration(elapsed))
 
     date = datetime.date.today().isoformat()
@@ -244,13 +257,24 @@ def do_compare(args):
     chart_rel = os.path.relpath(base + ".png", ROOT) if chart_ok else None
     block = readme_block(date, mode, machine, command, main_table, sys_table, chart_rel, notes,
                          locks)
+    extra = []
+    if probes.probes:
+        extra.append("CPU-availability probes (`bench_cpuprobe`: %s threads spinning together "
+                     "against one alone, no preload):\n\n%s"
+                     % (verdict.get("threads") or "N",
+                        probe_table(probes.probes, verdict, markdown_table)))
+        write_probe_json(base + "-cpuprobe.json", probes.probes, verdict)
+    if verdict["contended"]:
+        extra.append(CONTENDED_MARK)
     write_report_md(base + ".md", date, mode, machine, command, allocators, workloads,
-                    runs_n, elapsed, block, summary)
+                    runs_n, elapsed, block, summary, extra)
     write_summary_csv(base + ".csv", date, workloads, allocators, summary)
     write_runs_csv(base + "-runs.csv", workloads, allocators, runs)
-    log("wrote %s.md, %s.csv, %s-runs.csv%s" % (base, base, base,
-                                                 ", %s.png" % base if chart_ok else ""))
-    if args.update_readme and not secure:
+    log("wrote %s.md, %s.csv, %s-runs.csv%s%s" % (
+        base, base, base, ", %s-cpuprobe.json" % base if probes.probes else "",
+        ", %s.png" % base if chart_ok else ""))
+    if args.update_readme and not secure and \
+            not refuse_readme(verdict["contended"], getattr(args, "allow_contended", False)):
         update_readme(block, readme=args.readme)
     failed = any(s["failed"] for s in summary.values())
     mismatch = any("CHECKSUM MISMATCH" in n for n in notes)

@@ -8,6 +8,7 @@ from .allocators import package_version
 from .common import (
     BLOCK_BEGIN, BLOCK_END, EXTRA_SYSCALLS, MEMORY_SYSCALLS, README_BEGIN, README_END, RESULTS_DIR,
     ROOT, fmt_duration, log)
+from .cpuprobe import CONTENDED_MARK, refuse_readme
 from .parse import ParseError
 from .stats import ratio
 from .targets import targets_table
@@ -272,7 +273,7 @@ def readme_block(date, mode, machine, command, main_table, sys_table, chart_rel,
 
 
 def write_report_md(path, date, mode, machine, command, allocators, workloads, runs_n,
-                    elapsed, block, summary):
+                    elapsed, block, summary, extra=()):
     lines = ["# HAKMEM benchmarks, %s (%s)" % (date, mode), ""]
     lines.append("Machine: %s.  " % machine_line(machine))
     # The revision read before this run wrote its tracked result files (the
@@ -305,6 +306,8 @@ def write_report_md(path, date, mode, machine, command, allocators, workloads, r
             row.append("%s-%s" % (fmt_mops(s["min"]), fmt_mops(s["max"])) if s["n"] else "-")
         rows.append(row)
     lines.append(markdown_table(["workload"] + [a.name for a in allocators], rows))
+    for section in extra:
+        lines += ["", section]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -370,7 +373,9 @@ def latest_report(out_dir):
     return os.path.join(out_dir, names[-1]) if names else None
 
 
-def update_readme(block=None, out_dir=None, readme=None):
+def update_readme(block=None, out_dir=None, readme=None, allow_contended=False):
+    """Put block (or the newest report's) into README.md.  A report whose
+    CPU-availability probes read contended is refused unless allow_contended."""
     readme = readme or os.path.join(ROOT, "README.md")
     if block is None:
         report = latest_report(out_dir or RESULTS_DIR)
@@ -378,8 +383,11 @@ def update_readme(block=None, out_dir=None, readme=None):
             log("no bench/results/<date>.md yet: run the benchmarks first")
             return 1
         with open(report, encoding="utf-8") as f:
-            block = extract_block(f.read())
+            text = f.read()
+        block = extract_block(text)
         log("using %s" % os.path.relpath(report, ROOT))
+        if refuse_readme(CONTENDED_MARK in text, allow_contended):
+            return 1
     if not os.path.exists(readme):
         log("%s not found" % readme)
         return 1
