@@ -119,7 +119,7 @@ void hak_sized_free_check(void *p, size_t n) HAK_HIDDEN;
     !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 typedef hak_bin_t __seg_fs hak_fast_bin_t;
 _Static_assert(offsetof(hak_tls_t, bins) == 0, "the bins open the TLS block");
-HAK_INLINE hak_fast_bin_t *fast_bin_at(unsigned off) {
+HAK_INLINE hak_fast_bin_t *fast_bin_at(uintptr_t off) {
   uintptr_t a = off;
   __asm__("addq hak_tls@gottpoff(%%rip), %0" : "+r"(a)); /* + the TLS block's offset */
   return (hak_fast_bin_t *)a;
@@ -127,7 +127,7 @@ HAK_INLINE hak_fast_bin_t *fast_bin_at(unsigned off) {
 HAK_INLINE unsigned fast_bin_off(hak_fast_bin_t *b) { return (unsigned)((uintptr_t)b - (uintptr_t)fast_bin_at(0)); }
 #else
 typedef hak_bin_t hak_fast_bin_t;
-HAK_INLINE hak_fast_bin_t *fast_bin_at(unsigned off) { return (hak_bin_t *)((char *)hak_tls.bins + off); }
+HAK_INLINE hak_fast_bin_t *fast_bin_at(uintptr_t off) { return (hak_bin_t *)((char *)hak_tls.bins + off); }
 HAK_INLINE unsigned fast_bin_off(hak_fast_bin_t *b) { return (unsigned)((char *)b - (char *)hak_tls.bins); }
 #endif
 
@@ -193,15 +193,13 @@ _Static_assert(sizeof(hak_bin_t) == HAK_SLICE_MAP_SCALE && HAK_SLICE_MAP_SCALE =
 /* The bin of p's class, from the slice map (a cap-0 sentinel for pointers
  * that are not small blocks of ours). */
 HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
-  return (hak_bin_t *)((char *)hak_tls.bins + slice_map_bin_offset(p));
+  return (hak_bin_t *)((char *)hak_tls.bins + slice_map_entry(p));
 }
 
 /* One lookup tells the block's class (or that it is not a small block of
  * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  const hak_slice_map_t *m;
-  unsigned off = slice_map_lookup(p, &m);
-  (void)m; /* the standard build's test reads beside the map */
+  uintptr_t off = slice_map_bin_offset(p);
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
@@ -221,9 +219,8 @@ HAK_INLINE void free_block(void *p) {
 #elif HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
      * segment header would go to the next malloc (guard/block_check.h).
-     * The test's fields come from the slice map's copy (registry.h),
-     * addressed from the map's address the lookup left in a register. */
-    if (HAK_UNLIKELY(!block_fast_ok_map(p, m, off))) {
+     * The test's fields come from the slice map's copy (registry.h). */
+    if (HAK_UNLIKELY(!block_fast_ok_map(p, &hak_slice_map, off))) {
       free_checked(p);
       return;
     }

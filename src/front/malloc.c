@@ -186,7 +186,7 @@ HAK_NOINLINE void free_slow(void *p) {
    * heap's page?): its loads are atomic, so the compiler does not merge a
    * second lookup with the first, and the checks' calls in between kept it
    * from doing so anyway. */
-  unsigned v = slice_map_bin_offset(p);
+  unsigned v = slice_map_entry(p);
   if (HAK_LIKELY(v != 0)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls == HAK_CLASS_NONE) {

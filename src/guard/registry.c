@@ -1,5 +1,5 @@
-/* registry.c — the two-level slice map behind registry_has() and free()'s
- * fast path (protocol in registry.h). */
+/* registry.c — the slice map behind registry_has() and free()'s fast path:
+ * two levels and the window (protocol in registry.h). */
 #include "guard/registry.h"
 #include "os/os.h"
 
@@ -21,6 +21,44 @@ _Static_assert(sizeof(hak_slice_map.zero) == LEAF_BYTES, "the zero leaf is a who
 HAK_INLINE uintptr_t top_entry(const void *leaf) { return (uintptr_t)leaf - (uintptr_t)hak_slice_map.zero; }
 HAK_INLINE hak_slice_entry_t *top_leaf(uintptr_t rel) { return (hak_slice_entry_t *)((uintptr_t)hak_slice_map.zero + rel); }
 
+/* hak_slice_window before the window is decided (no_window) and when it
+ * could not be mapped (no_room): headers only, whose `first` no slice
+ * number (below 2^32) reaches, so their entries are never read. */
+typedef struct {
+  uintptr_t first, pad;
+} window_header_t;
+static const window_header_t no_window = {(uintptr_t)1 << 63, 0}, no_room = {(uintptr_t)1 << 63, 0};
+hak_slice_window_ref_t hak_slice_window = {(const hak_slice_window_t *)&no_window};
+
+/* The window's place: HEADROOM slices above the first segment, the rest
+ * below it, where later segments go (os.c maps each right below the
+ * previous one). */
+#define HEADROOM ((uintptr_t)1 << 13) /* 512 MiB */
+
+/* Decide the window once, before the first entry is written: every
+ * slice_map_set follows a slice_map_reserve of its memory, so every writer
+ * sees the decision and writes the window's entries as well as the leaves'. */
+static void window_ensure(const void *p) {
+  const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+  if (w != (const hak_slice_window_t *)&no_window) return;
+  size_t bytes = (sizeof(hak_slice_window_t) + os_page_size() - 1) & ~(os_page_size() - 1);
+  int saved = errno;
+  void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  const hak_slice_window_t *want = (const hak_slice_window_t *)&no_room;
+  if (m != MAP_FAILED) {
+    os_name(m, bytes, "hakmem-slicemap");
+    uintptr_t s = ((uintptr_t)p >> HAK_SLICE_SHIFT) + HEADROOM;
+    ((hak_slice_window_t *)m)->first = s > HAK_WIN_ENTRIES ? s - HAK_WIN_ENTRIES : 0;
+    want = (const hak_slice_window_t *)m;
+  }
+  if (!__atomic_compare_exchange_n(&hak_slice_window.w, &w, want, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE) &&
+      m != MAP_FAILED) {
+    munmap(m, bytes); /* another thread decided first */
+    errno = saved;
+  }
+}
+
 static bool leaf_ensure(size_t top) {
   uintptr_t expect = 0;
   if (__atomic_load_n(&hak_slice_map.top[top], __ATOMIC_ACQUIRE) != 0) return true;
@@ -38,6 +76,7 @@ static bool leaf_ensure(size_t top) {
 }
 
 bool slice_map_reserve(const void *p, size_t size) {
+  window_ensure(p);
   uint32_t first = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
   uint32_t last = (uint32_t)(((uintptr_t)p + (size ? size - 1 : 0)) >> HAK_SLICE_SHIFT);
   for (size_t t = first >> HAK_LEAF_BITS; t <= (last >> HAK_LEAF_BITS); t++)
@@ -48,7 +87,10 @@ bool slice_map_reserve(const void *p, size_t size) {
 void slice_map_set(const void *p, size_t n, unsigned v) {
   hak_slice_entry_t e = (hak_slice_entry_t)(v * HAK_SLICE_MAP_SCALE);
   uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
+  hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
   for (size_t i = 0; i < n; i++, slice++) {
+    if (slice - w->first < HAK_WIN_ENTRIES) /* never for the headers */
+      __atomic_store_n(&w->e[slice - w->first], e, __ATOMIC_RELAXED);
     uintptr_t rel = __atomic_load_n(&hak_slice_map.top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
     if (rel == 0) continue; /* no leaf: nothing of ours here (v must be 0) */
     __atomic_store_n(&top_leaf(rel)[slice & (LEAF_ENTRIES - 1)], e, __ATOMIC_RELAXED);

@@ -23,12 +23,36 @@
  * The 16-bit split makes both
  * indices one instruction each from the slice number (movzwl, shrl).
  *
+ * The window: free() reads the entry through two dependent loads there,
+ * and the second one waits for the first. So the entries of 2^16 slices
+ * (4 GiB of address space, from 512 MiB above the first segment HAKMEM
+ * maps down to 3.5 GiB below it, where later segments go) are also kept in
+ * one array of 128 KiB, MAP_NORESERVE, mapped with that first segment and
+ * never unmapped, with the slice number of its first entry in front of it:
+ * for p inside, the lookup is one subtraction, one compare and one load
+ * whose address depends on p (the window's address and start are read
+ * from memory that does not change). Outside, and when the window could
+ * not be mapped, the two-level lookup (the cold branch). No reservation
+ * of address space beyond the leaves and the window (VmSize, RLIMIT_AS:
+ * tests/test_addrspace.c). The slow paths read the two levels
+ * (slice_map_entry), the ground truth; the window is a copy.
+ *
  * Concurrency: a leaf is published with one CAS on its top entry (a loser
  * unmaps its own leaf); readers depend on the pointer they loaded (address
  * dependency, as every CPU HAKMEM targets honours), and a fresh leaf reads
- * zero. Nothing is held across calls, so neither fork, a thread's exit nor
- * a preempted thread leaves anything half done: at worst one leaf mapping
- * is lost (unused address space). Entries of a slice are written only by
+ * zero. The window likewise: hak_slice_window points to a static header
+ * that no slice is inside until the first slice_map_reserve decides it,
+ * with one CAS, to the window (its start written before) or, if the
+ * mapping failed, to another such header; a loser unmaps its own. The
+ * decision precedes the first slice_map_set (each follows a reserve of its
+ * memory, and a writer of a slice happens after its earlier writers), so
+ * every write of an entry inside the window goes to both copies, the
+ * window's first; a reader of either sees the old entry or the new one.
+ * Nothing is held across calls, so neither fork, a thread's exit nor a
+ * preempted thread leaves anything half done: at worst one leaf or window
+ * mapping is lost (unused address space; a child forked while another
+ * thread decided the window decides it again at its own first reserve,
+ * before which it has no entries). Entries of a slice are written only by
  * the thread that owns the slice's segment state (under its shard lock,
  * or by the huge block's allocator/freer, or by a first-class heap under its
  * lock) and are single aligned 16-bit atomic stores, read with relaxed
@@ -54,10 +78,10 @@ typedef uint16_t hak_slice_entry_t;
 #if HAK_WORD_CHECKS
 /* The standard build's fast block-start test (guard/block_check.h,
  * block_fast_ok) for one bin offset: hak_block_check's mul and fast_bound,
- * copied here so that free() addresses them from the register that already
- * holds the slice map's address, with the bin offset as the index (16-byte
- * entries: scale 1), instead of forming the table's address (one lea per
- * free). Zero (the test fails: the full test decides) until hak_init
+ * copied here, indexed by the bin offset itself (16-byte entries: scale 1;
+ * free() addresses them from hak_slice_map's address: when free() read the
+ * two levels, that address was in a register already; since it reads the
+ * window, it costs one lea, as hak_block_check's would). Zero (the test fails: the full test decides) until hak_init
  * fills them (block_check_fill), before any thread's bins have room: free()
  * reads an entry only for a bin with room (front.h, free_block). */
 typedef struct hak_fast_check {
@@ -78,9 +102,24 @@ typedef struct hak_slice_map {
 } hak_slice_map_t;
 extern hak_slice_map_t hak_slice_map HAK_HIDDEN;
 
-/* The bin offset of p's slice (0: not ours), and in *mp the slice map's
- * address as the lookup held it in a register. A straight line: two loads. */
-HAK_INLINE unsigned slice_map_lookup(const void *p, const hak_slice_map_t **mp) {
+/* The window: a one-level copy of the map for 2^16 slices (4 GiB) around
+ * the first segment, so that free() reads p's entry with one load. */
+#define HAK_WIN_ENTRIES ((uintptr_t)1 << 16)
+typedef struct hak_slice_window {
+  uintptr_t first; /* slice number of e[0] */
+  uintptr_t pad;
+  hak_slice_entry_t e[HAK_WIN_ENTRIES];
+} hak_slice_window_t;
+/* The window, or (until it is mapped, and if it cannot be) a header whose
+ * `first` no slice number reaches, and no entries. */
+typedef struct {
+  const hak_slice_window_t *w;
+} __attribute__((aligned(64))) hak_slice_window_ref_t; /* a line of its own: free() reads it each time */
+extern hak_slice_window_ref_t hak_slice_window HAK_HIDDEN;
+
+/* The bin offset of p's slice from the two-level map (0: not ours): two
+ * loads, the second dependent on the first. The ground truth. */
+HAK_INLINE unsigned slice_map_entry(const void *p) {
   uintptr_t slice, top = (uintptr_t)p >> HAK_SLICE_SHIFT;
 #if defined(__x86_64__)
   /* slice = top's low 16 bits, top = its bits 16-31 (bits above 47 of p
@@ -98,19 +137,42 @@ HAK_INLINE unsigned slice_map_lookup(const void *p, const hak_slice_map_t **mp) 
   __asm__("" : "+r"(m));
   uintptr_t leaf = (uintptr_t)m->zero + __atomic_load_n(&m->top[top], __ATOMIC_RELAXED);
   __asm__("" : "+r"(leaf));
-  *mp = m;
   return __atomic_load_n((const hak_slice_entry_t *)leaf + slice, __ATOMIC_RELAXED);
 }
 
-/* The bin offset of p's slice (0: not ours). */
-HAK_INLINE unsigned slice_map_bin_offset(const void *p) {
-  const hak_slice_map_t *m;
-  return slice_map_lookup(p, &m);
+/* The bin offset of p's slice (0: not ours), free()'s lookup: from the
+ * window when p is in it (one load dependent on p: the window's address and
+ * first slice do not depend on p), else from the two-level map. The same
+ * value as slice_map_entry(p). Bits above 47 of p put it outside the
+ * window. */
+HAK_INLINE uintptr_t slice_map_bin_offset(const void *p) {
+  /* Acquire (a plain load on x86_64): `first` is then a plain field,
+   * written before the window was published, and the subtraction reads it
+   * from memory. */
+  const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+  uintptr_t i = ((uintptr_t)p >> HAK_SLICE_SHIFT) - w->first;
+  if (HAK_LIKELY(i < HAK_WIN_ENTRIES)) {
+#if defined(__x86_64__)
+    /* GCC adds the entries' offset to i before it scales it (one add
+     * more) and zero-extends the entry again where the branches join: one
+     * movzwl does both. Atomic as a 16-bit aligned load is. */
+    uintptr_t v;
+    __asm__("movzwl %c2(%1,%3,2), %k0" : "=r"(v) : "r"(w), "i"(offsetof(hak_slice_window_t, e)), "r"(i),
+            "m"(*(const hak_slice_entry_t(*)[HAK_WIN_ENTRIES])w->e));
+    if (v > UINT16_MAX) __builtin_unreachable(); /* for GCC: no zero-extension of it as unsigned */
+    return v;
+#else
+    return __atomic_load_n(&w->e[i], __ATOMIC_RELAXED);
+#endif
+  }
+  /* p again, hidden, so that GCC does not keep p >> 16 for this branch. */
+  __asm__("" : "+r"(p));
+  return slice_map_entry(p);
 }
 
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
  * mapping)? */
-HAK_INLINE bool registry_has(const void *p) { return slice_map_bin_offset(p) != 0; }
+HAK_INLINE bool registry_has(const void *p) { return slice_map_entry(p) != 0; }
 
 /* Make sure the leaves covering [p, p + size) exist; false if the OS refused
  * one (nothing else changed). Call after mapping, before slice_map_set. */

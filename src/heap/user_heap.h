@@ -21,7 +21,7 @@ enum { HAK_UHEAP_NONE = 0, HAK_UHEAP_LIVE = 1, HAK_UHEAP_DYING = 2, HAK_UHEAP_GO
 
 /* p (registered, its slice_cls a class) lies in a page of a first-class heap. */
 HAK_INLINE bool uheap_class_block(const void *p) {
-  return slice_map_bin_offset(p) == HAK_UHEAP_MAP_V * HAK_SLICE_MAP_SCALE;
+  return slice_map_entry(p) == HAK_UHEAP_MAP_V * HAK_SLICE_MAP_SCALE;
 }
 
 /* The owner's cache (protocol in user_heap_oc.c): blocks of
