@@ -25,6 +25,10 @@
  *   header         HAKMEM_PROFILE=lean: what that case amounts to, made
  *                  directly: free(segment + 64) for the segment of a live
  *                  block; no malloc may hand out header memory afterwards
+ *   header-class   free(segment + 128) for the segment of the process's
+ *                  first block, of 64 B (a segment's first page once took
+ *                  slice 0, which the standard build now leaves to no
+ *                  page): the same
  * (glibc's answer is to abort; this is HAKMEM's own, so there is no glibc
  * baseline.) Registered only for builds with checks. */
 #include "hak_test.h"
@@ -187,6 +191,23 @@ static int child_header(void) {
   return no_header_blocks(chunk, h);
 }
 
+/* The same for a pointer into the header at a multiple of the size of the
+ * class whose block is the process's first: a fresh segment's first page
+ * once took slice 0, whose slice-map entry then named that class, and only
+ * the fast path's header test kept such a pointer out of the cache. The
+ * standard build now gives slice 0 to no page (segment/shard.h), and its
+ * fast test has no header test: this case fails if slice 0 is a page's. */
+static int child_header_class(void) {
+  char *b = malloc(64);
+  if (!b) return 5;
+  uintptr_t chunk = (uintptr_t)b & ~(SEG - 1);
+  char *h = (char *)chunk + 128;
+  printf("%p\n", (void *)h);
+  fflush(stdout);
+  free(ht_hide_ptr(h));
+  return no_header_blocks(chunk, h);
+}
+
 static int run_case(const char *self, const char *name, const char *env) {
   const char *argv[] = {self, "case", name, NULL};
   ht_exec_t e = {env, argv};
@@ -214,6 +235,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "huge-unmapped") == 0) return child_huge_unmapped();
     if (strcmp(argv[2], "huge-reused") == 0) return child_huge_reused();
     if (strcmp(argv[2], "header") == 0) return child_header();
+    if (strcmp(argv[2], "header-class") == 0) return child_header_class();
     return 2;
   }
   hak_test_require_hakmem("test_bad_free");
@@ -225,6 +247,7 @@ int main(int argc, char **argv) {
   fails += run_case(argv[0], "huge-unmapped", NULL);
   fails += run_case(argv[0], "huge-reused", "HAKMEM_PROFILE=lean");
   fails += run_case(argv[0], "header", "HAKMEM_PROFILE=lean");
+  fails += run_case(argv[0], "header-class", NULL);
   if (fails) {
     fprintf(stderr, "test_bad_free: FAIL: %d case(s) not contained\n", fails);
     return 1;

@@ -9,8 +9,9 @@
  * fast_bound as block_check.c says. Then, for a pointer at offset off of
  * slice 1 of a segment, block_fast_ok must say yes exactly when size divides
  * off and off / size < fast_lim, as the rotation test says too; in slice 0
- * the same past the segment header and no inside it (the secure build,
- * whose slice 0 keeps the header's layout: always no).
+ * the same (the standard build gives slice 0 to no page: the header needs
+ * no test; the secure build, whose slice 0 keeps the header's layout:
+ * always no).
  *
  * usage: test_block_check
  */
@@ -54,6 +55,8 @@ int main(void)
                   c, (unsigned long long)off);
 #if HAK_SECURE /* slice 0 keeps the header's layout there: never the fast test */
             bool start0 = false;
+#elif HAK_CHECKS /* slice 0 is never a page's (segment/shard.h): the test is the slice's alone */
+            bool start0 = start;
 #else /* slice 0: blocks at multiples of the size past the header */
             bool start0 = start && off >= HAK_SEG_HDR_SIZE;
 #endif

@@ -6,10 +6,11 @@
  * huge pointer whose range a segment now uses), would be cached as a block
  * and handed to the next malloc. So the push is preceded by an exact test in
  * a few instructions and no memory beyond one table entry: a page of a
- * one-slice class starts at the slice (in slice 0, at the first multiple of
- * the size past the segment header: segment.c, page_init; the secure build
- * keeps its own layout there), so p, past the header, is a block start
- * exactly when its offset in the slice is k * size with
+ * one-slice class starts at the slice, and no page holds slice 0, the
+ * header's (segment/shard.h, ALL_FREE: a pointer into a header finds no
+ * class in the slice map; the secure build keeps its own layout there, and
+ * tests for slice 0), so p is a block start exactly when its offset in the
+ * slice is k * size with
  * k < blocks per slice (a read-only table indexed like the bins; no
  * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
  * reserve, does not grow; free() reads the test's two fields from a copy
@@ -64,6 +65,8 @@ HAK_INLINE bool block_fast_test(const void *p, uint32_t mul, uint32_t fast_bound
   uint32_t off = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
 #if HAK_SECURE /* slice 0 keeps the header's layout: its blocks take the paged check */
   return off * mul < fast_bound && (a & (HAK_SEG_MASK & ~(HAK_SLICE_SIZE - 1))) != 0;
+#elif HAK_WORD_CHECKS /* slice 0 is never a page's (segment/shard.h, ALL_FREE) */
+  return off * mul < fast_bound;
 #else
   return off * mul < fast_bound && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
 #endif
@@ -86,7 +89,7 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_map_t *m, unsig
           : [x] "+r"(x), "=@ccb"(below)
           : [m] "r"(m), [off] "r"((uintptr_t)off), [mul] "i"(offsetof(hak_slice_map_t, check[0].mul)),
             [bound] "i"(offsetof(hak_slice_map_t, check[0].bound)), "m"(m->check));
-  return below && (a & HAK_SEG_MASK) >= HAK_SEG_HDR_SIZE;
+  return below;
 #else
   const hak_fast_check_t *e = (const hak_fast_check_t *)((const char *)m->check + off);
   return block_fast_test(p, e->mul, e->bound);

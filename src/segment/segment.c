@@ -128,11 +128,11 @@ static hak_page_t *page_record_init(hak_segment_t *s, unsigned first, unsigned n
 #if !HAK_SECURE
   /* A one-slice class in slice 0 starts at the first multiple of its size
    * past the header, so that its blocks, like those of every other slice,
-   * lie at multiples of the size from the slice's start: the standard
-   * build's free tests that in a few instructions (guard/block_check.h),
-   * and slice 0 no longer takes the full test (6-13% of bench_sizemix's
-   * frees did). Powers of two start where they did; other sizes lose at most
-   * one block of the page. */
+   * lie at multiples of the size from the slice's start. Powers of two
+   * start where they did; other sizes lose at most one block of the page.
+   * (The fast build: the standard build gives slice 0 to no page,
+   * segment/shard.h, ALL_FREE, so that its free's block-start test needs
+   * no test for the header, guard/block_check.h.) */
   if (first == 0 && n == 1 && cls != HAK_CLASS_NONE) {
     size_t b = hak_class_size[cls];
     start = (uint8_t *)s + (SLICE0_START + b - 1) / b * b;

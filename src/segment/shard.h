@@ -157,6 +157,13 @@ extern size_t hak_seg_slice0_start HAK_HIDDEN;
 extern uint32_t hak_seg_all_free HAK_HIDDEN;
 #define SLICE0_START hak_seg_slice0_start
 #define ALL_FREE hak_seg_all_free
+#elif HAK_WORD_CHECKS
+/* The standard build never hands slice 0 out: no page's slice-map entry
+ * then covers a segment header, and free()'s fast block-start test needs
+ * no test for the header (guard/block_check.h). Slice 0 is never free, as
+ * the secure build's guarded slices. */
+#define SLICE0_START HAK_SEG_HDR_SIZE
+#define ALL_FREE (ALL_SLICES & ~1u)
 #else
 #define SLICE0_START HAK_SEG_HDR_SIZE
 #define ALL_FREE ALL_SLICES
@@ -196,7 +203,8 @@ HAK_INLINE void seg_dirty_sub(seg_shard_t *sh, const hak_segment_t *s, uint32_t 
 }
 
 /* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
- * smaller than the others, so only single-slice pages of small classes use it. */
+ * smaller than the others, so only single-slice pages of small classes use it
+ * (none in the standard build, whose masks never hold it: ALL_FREE). */
 HAK_INLINE int find_run(uint32_t mask, uint32_t dirty, unsigned n, bool slice0_ok) {
   if (!slice0_ok) mask &= ~1u;
   if (n == 1 && (mask & dirty)) return __builtin_ctz(mask & dirty); /* warm memory first */
