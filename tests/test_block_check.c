@@ -67,16 +67,19 @@ int main(void)
         served += lim != 0;
     }
 #if HAK_CHECKS && !HAK_SECURE
-    /* free()'s copy of mul and fast_bound beside the slice map (guard/
-     * registry.h), filled by start-up: every entry as the table's. */
+    /* free()'s copy of mul and fast_bound in the window's header (guard/
+     * registry.h), filled when the window was mapped (the first block's
+     * segment) and in the static headers at start-up: every entry as the
+     * table's, in the header free() reads now. */
     void *volatile q = malloc(16); /* volatile: a malloc/free pair the compiler would drop */
     free(q);
+    const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+    CHECK(w->first < ((uintptr_t)1 << 32), "no window after the first block (first slice %llu)",
+          (unsigned long long)w->first);
     for (unsigned v = 0; v < HAK_NCLASSES + 2; v++)
-        CHECK(hak_slice_map.check[v].mul == hak_block_check[v].mul &&
-                  hak_slice_map.check[v].bound == hak_block_check[v].fast_bound,
+        CHECK(w->check[v].mul == hak_block_check[v].mul && w->check[v].bound == hak_block_check[v].fast_bound,
               "bin %u: free()'s copy of the fast test (%u, %u) is not the table's (%u, %u)", v,
-              hak_slice_map.check[v].mul, hak_slice_map.check[v].bound, hak_block_check[v].mul,
-              hak_block_check[v].fast_bound);
+              w->check[v].mul, w->check[v].bound, hak_block_check[v].mul, hak_block_check[v].fast_bound);
 #endif
     printf("test_block_check: OK: %u classes, %u with the fast test; %llu offsets checked against division\n",
            HAK_NCLASSES, served, checked);

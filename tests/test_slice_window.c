@@ -16,8 +16,13 @@
  *    window's mapping fails (this program's mmap refuses it), so the window
  *    is a header that no slice is in, and the same checks pass through the
  *    two-level map alone.
+ *  - Standard build: the window or header free() reads holds the fast
+ *    block-start test's copy (check[]), equal to hak_block_check, in both
+ *    runs (a zero copy would send every free to the full test: right
+ *    answers, so only this finds it).
  */
 #include "hak_test.h"
+#include "guard/block_check.h"
 #include "guard/registry.h"
 
 #include <fcntl.h>
@@ -207,6 +212,12 @@ int main(int argc, char **argv)
         CHECK(!(w->first >> 62), "no window after the first allocation");
         CHECK(in_window(p), "the first block %p is outside the window from slice %#lx", p, (unsigned long)w->first);
     }
+#if HAK_WORD_CHECKS
+    for (unsigned v = 0; v < HAK_NCLASSES + 2; v++)
+        CHECK(w->check[v].mul == hak_block_check[v].mul && w->check[v].bound == hak_block_check[v].fast_bound,
+              "bin %u: the %s's check copy (%u, %u) is not the table's (%u, %u)", v, noroom ? "header" : "window",
+              w->check[v].mul, w->check[v].bound, hak_block_check[v].mul, hak_block_check[v].fast_bound);
+#endif
     same(p, "first block");
     free(p);
     foreign();

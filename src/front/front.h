@@ -199,7 +199,8 @@ HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
 /* One lookup tells the block's class (or that it is not a small block of
  * ours: then the bin is a cap-0 sentinel and the push is refused). */
 HAK_INLINE void free_block(void *p) {
-  uintptr_t off = slice_map_bin_offset(p);
+  const hak_slice_window_t *w; /* the standard build's check copy (registry.h) */
+  uintptr_t off = slice_map_lookup(p, &w);
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
@@ -219,8 +220,8 @@ HAK_INLINE void free_block(void *p) {
 #elif HAK_CHECKS
     /* Only block starts enter the cache: an interior pointer or one into a
      * segment header would go to the next malloc (guard/block_check.h).
-     * The test's fields come from the slice map's copy (registry.h). */
-    if (HAK_UNLIKELY(!block_fast_ok_map(p, &hak_slice_map, off))) {
+     * The test's fields come from the window header's copy (registry.h). */
+    if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off))) {
       free_checked(p);
       return;
     }

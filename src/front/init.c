@@ -110,7 +110,7 @@ bool hak_init(void) {
     seeded = true;
   }
 #if HAK_WORD_CHECKS
-  block_check_fill(); /* before any bin has room: free() reads it then */
+  slice_map_checks_init(); /* before any bin has room: free() reads it then */
 #endif
 #endif
   if (!key_made) {

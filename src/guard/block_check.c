@@ -122,11 +122,3 @@ bool block_is_live_start(const void *p) {
   return block_live_page(p, hak_tls.heap, &cls) != NULL;
 }
 
-#if HAK_WORD_CHECKS
-void block_check_fill(void) {
-  for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
-    hak_slice_map.check[v].mul = hak_block_check[v].mul;
-    hak_slice_map.check[v].bound = hak_block_check[v].fast_bound;
-  }
-}
-#endif

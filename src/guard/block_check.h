@@ -75,30 +75,27 @@ HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
   return block_fast_test(p, c->mul, c->fast_bound);
 }
 #if HAK_WORD_CHECKS
-/* block_fast_ok with the entry's copy beside the slice map (m: the map's
- * address, off: p's bin offset; guard/registry.h): free()'s test in the
- * standard build. On x86_64 the multiplication and the comparison take
- * their operands from memory at m + off + displacement (asm: in C, GCC
- * forms m + off once, one lea or register copy more per free). */
-HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_map_t *m, unsigned off) {
+/* block_fast_ok with the entry's copy in the window's header (w: the
+ * window or header p's lookup read, off: p's bin offset; guard/
+ * registry.h): free()'s test in the standard build. On x86_64 the
+ * multiplication and the comparison take their operands from memory at
+ * w + off + displacement (asm: in C, GCC forms w + off once, one lea or
+ * register copy more per free). */
+HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t off) {
   uintptr_t a = (uintptr_t)p;
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
   uint32_t x = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
   bool below;
-  __asm__("imull %c[mul](%[m],%[off]), %[x]\n\tcmpl %c[bound](%[m],%[off]), %[x]"
+  __asm__("imull %c[mul](%[w],%[off]), %[x]\n\tcmpl %c[bound](%[w],%[off]), %[x]"
           : [x] "+r"(x), "=@ccb"(below)
-          : [m] "r"(m), [off] "r"((uintptr_t)off), [mul] "i"(offsetof(hak_slice_map_t, check[0].mul)),
-            [bound] "i"(offsetof(hak_slice_map_t, check[0].bound)), "m"(m->check));
+          : [w] "r"(w), [off] "r"(off), [mul] "i"(offsetof(hak_slice_window_t, check[0].mul)),
+            [bound] "i"(offsetof(hak_slice_window_t, check[0].bound)), "m"(w->check));
   return below;
 #else
-  const hak_fast_check_t *e = (const hak_fast_check_t *)((const char *)m->check + off);
+  const hak_fast_check_t *e = (const hak_fast_check_t *)((const char *)w->check + off);
   return block_fast_test(p, e->mul, e->bound);
 #endif
 }
-/* Copies mul and fast_bound of every entry to the slice map's check[]
- * (guard/registry.h), for free()'s fast path. Start-up (hak_init), before
- * any thread's bins have room. */
-void block_check_fill(void) HAK_HIDDEN;
 #endif
 
 /* The full test: p lies in a registered small segment, on a live page of a

@@ -1,6 +1,7 @@
 /* registry.c — the slice map behind registry_has() and free()'s fast path:
  * two levels and the window (protocol in registry.h). */
 #include "guard/registry.h"
+#include "guard/block_check.h"
 #include "os/os.h"
 
 #include <errno.h>
@@ -23,12 +24,35 @@ HAK_INLINE hak_slice_entry_t *top_leaf(uintptr_t rel) { return (hak_slice_entry_
 
 /* hak_slice_window before the window is decided (no_window) and when it
  * could not be mapped (no_room): headers only, whose `first` no slice
- * number (below 2^32) reaches, so their entries are never read. */
+ * number (below 2^32) reaches, so their entries are never read; the
+ * standard build's free() reads their check copy for blocks outside the
+ * window (registry.h). */
 typedef struct {
   uintptr_t first, pad;
+#if HAK_WORD_CHECKS
+  hak_fast_check_t check[HAK_NCLASSES + 2];
+#endif
 } window_header_t;
-static const window_header_t no_window = {(uintptr_t)1 << 63, 0}, no_room = {(uintptr_t)1 << 63, 0};
+#if HAK_WORD_CHECKS
+_Static_assert(offsetof(window_header_t, check) == offsetof(hak_slice_window_t, check), "a header is a window's head");
+#endif
+static window_header_t no_window = {.first = (uintptr_t)1 << 63}, no_room = {.first = (uintptr_t)1 << 63};
 hak_slice_window_ref_t hak_slice_window = {(const hak_slice_window_t *)&no_window};
+
+#if HAK_WORD_CHECKS
+/* hak_block_check is a constant table, so a window can copy it whenever it
+ * is mapped, before or after start-up. */
+static void checks_copy(hak_fast_check_t *check) {
+  for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
+    check[v].mul = hak_block_check[v].mul;
+    check[v].bound = hak_block_check[v].fast_bound;
+  }
+}
+void slice_map_checks_init(void) {
+  checks_copy(no_window.check);
+  checks_copy(no_room.check);
+}
+#endif
 
 /* The window's place: HEADROOM slices above the first segment, the rest
  * below it, where later segments go (os.c maps each right below the
@@ -50,6 +74,9 @@ static void window_ensure(const void *p) {
     os_name(m, bytes, "hakmem-slicemap");
     uintptr_t s = ((uintptr_t)p >> HAK_SLICE_SHIFT) + HEADROOM;
     ((hak_slice_window_t *)m)->first = s > HAK_WIN_ENTRIES ? s - HAK_WIN_ENTRIES : 0;
+#if HAK_WORD_CHECKS
+    checks_copy(((hak_slice_window_t *)m)->check);
+#endif
     want = (const hak_slice_window_t *)m;
   }
   if (!__atomic_compare_exchange_n(&hak_slice_window.w, &w, want, false, __ATOMIC_RELEASE, __ATOMIC_ACQUIRE) &&

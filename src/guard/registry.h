@@ -78,12 +78,10 @@ typedef uint16_t hak_slice_entry_t;
 #if HAK_WORD_CHECKS
 /* The standard build's fast block-start test (guard/block_check.h,
  * block_fast_ok) for one bin offset: hak_block_check's mul and fast_bound,
- * copied here, indexed by the bin offset itself (16-byte entries: scale 1;
- * free() addresses them from hak_slice_map's address: when free() read the
- * two levels, that address was in a register already; since it reads the
- * window, it costs one lea, as hak_block_check's would). Zero (the test fails: the full test decides) until hak_init
- * fills them (block_check_fill), before any thread's bins have room: free()
- * reads an entry only for a bin with room (front.h, free_block). */
+ * copied into the window's header (below), indexed by the bin offset
+ * itself (16-byte entries: scale 1), so that free() addresses them from the
+ * register that holds the window's address after its lookup instead of
+ * forming the table's address (one lea per free). */
 typedef struct hak_fast_check {
   uint32_t mul, bound;
   uint64_t unused;
@@ -96,9 +94,6 @@ typedef struct hak_slice_map {
    * zero leaf). Integers: never dereferenced without adding `zero`. */
   uintptr_t top[HAK_TOP_ENTRIES];
   hak_slice_entry_t zero[(size_t)1 << HAK_LEAF_BITS]; /* never written: "not ours" */
-#if HAK_WORD_CHECKS
-  hak_fast_check_t check[HAK_NCLASSES + 2]; /* indexed by bin offset */
-#endif
 } hak_slice_map_t;
 extern hak_slice_map_t hak_slice_map HAK_HIDDEN;
 
@@ -108,10 +103,17 @@ extern hak_slice_map_t hak_slice_map HAK_HIDDEN;
 typedef struct hak_slice_window {
   uintptr_t first; /* slice number of e[0] */
   uintptr_t pad;
+#if HAK_WORD_CHECKS
+  /* The fast block-start test's fields, in the window and in both static
+   * headers (registry.c): the window's copied before it is published, the
+   * headers' at start-up (slice_map_checks_init), before any thread's bins
+   * have room: free() reads an entry only for a bin with room. */
+  hak_fast_check_t check[HAK_NCLASSES + 2];
+#endif
   hak_slice_entry_t e[HAK_WIN_ENTRIES];
 } hak_slice_window_t;
 /* The window, or (until it is mapped, and if it cannot be) a header whose
- * `first` no slice number reaches, and no entries. */
+ * `first` no slice number reaches, with the check copy but no entries. */
 typedef struct {
   const hak_slice_window_t *w;
 } __attribute__((aligned(64))) hak_slice_window_ref_t; /* a line of its own: free() reads it each time */
@@ -144,12 +146,14 @@ HAK_INLINE unsigned slice_map_entry(const void *p) {
  * window when p is in it (one load dependent on p: the window's address and
  * first slice do not depend on p), else from the two-level map. The same
  * value as slice_map_entry(p). Bits above 47 of p put it outside the
- * window. */
-HAK_INLINE uintptr_t slice_map_bin_offset(const void *p) {
-  /* Acquire (a plain load on x86_64): `first` is then a plain field,
-   * written before the window was published, and the subtraction reads it
-   * from memory. */
+ * window. *wp: the window or header read (its check copy: the standard
+ * build's free()). */
+HAK_INLINE uintptr_t slice_map_lookup(const void *p, const hak_slice_window_t **wp) {
+  /* Acquire (a plain load on x86_64): `first` and the check copy are then
+   * plain fields, written before the window was published, read from
+   * memory. */
   const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+  *wp = w;
   uintptr_t i = ((uintptr_t)p >> HAK_SLICE_SHIFT) - w->first;
   if (HAK_LIKELY(i < HAK_WIN_ENTRIES)) {
 #if defined(__x86_64__)
@@ -170,6 +174,11 @@ HAK_INLINE uintptr_t slice_map_bin_offset(const void *p) {
   return slice_map_entry(p);
 }
 
+HAK_INLINE uintptr_t slice_map_bin_offset(const void *p) {
+  const hak_slice_window_t *w;
+  return slice_map_lookup(p, &w);
+}
+
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
  * mapping)? */
 HAK_INLINE bool registry_has(const void *p) { return slice_map_entry(p) != 0; }
@@ -180,5 +189,10 @@ bool slice_map_reserve(const void *p, size_t size) HAK_HIDDEN;
 /* Record bin index v (class + 1, HAK_CLASS_NONE + 1, or 0 when the memory
  * stops being ours) for n slices from p. The leaves must exist. */
 void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
+#if HAK_WORD_CHECKS
+/* Fill the static headers' check copy (start-up, hak_init, before any
+ * thread's bins have room); a mapped window fills its own. */
+void slice_map_checks_init(void) HAK_HIDDEN;
+#endif
 
 #endif
