@@ -178,18 +178,23 @@ static int child_huge_reused(void) {
   return no_header_blocks((uintptr_t)h & ~(SEG - 1), h);
 }
 
-/* What a stale huge pointer in a reused range amounts to, made directly: a
- * pointer into the header of a live segment. */
-static int child_header(void) {
-  char *b = malloc(1000);
+/* free() of the pointer `off` bytes into the header of the segment that
+ * holds a fresh block of `size` bytes: reported, and no block of the header
+ * handed out afterwards. */
+static int header_case(size_t size, size_t off) {
+  char *b = malloc(size);
   if (!b) return 5;
   uintptr_t chunk = (uintptr_t)b & ~(SEG - 1);
-  char *h = (char *)chunk + 64;
+  char *h = (char *)chunk + off;
   printf("%p\n", (void *)h);
   fflush(stdout);
   free(ht_hide_ptr(h));
   return no_header_blocks(chunk, h);
 }
+
+/* What a stale huge pointer in a reused range amounts to, made directly: a
+ * pointer into the header of a live segment. */
+static int child_header(void) { return header_case(1000, 64); }
 
 /* The same for a pointer into the header at a multiple of the size of the
  * class whose block is the process's first: a fresh segment's first page
@@ -197,16 +202,7 @@ static int child_header(void) {
  * the fast path's header test kept such a pointer out of the cache. The
  * standard build now gives slice 0 to no page (segment/shard.h), and its
  * fast test has no header test: this case fails if slice 0 is a page's. */
-static int child_header_class(void) {
-  char *b = malloc(64);
-  if (!b) return 5;
-  uintptr_t chunk = (uintptr_t)b & ~(SEG - 1);
-  char *h = (char *)chunk + 128;
-  printf("%p\n", (void *)h);
-  fflush(stdout);
-  free(ht_hide_ptr(h));
-  return no_header_blocks(chunk, h);
-}
+static int child_header_class(void) { return header_case(64, 128); }
 
 static int run_case(const char *self, const char *name, const char *env) {
   const char *argv[] = {self, "case", name, NULL};
