@@ -7,7 +7,7 @@
  *  - For blocks of 16 B..4 MiB, addresses around and inside them, every
  *    64 KiB slice of the window and 512 MiB around it, foreign pointers
  *    (stack, static, glibc's, mmap'd, NULL, above 47 bits, -1):
- *    slice_map_bin_offset(p) == slice_map_entry(p).
+ *    slice_map_lookup(p) == slice_map_entry(p).
  *  - The free space of the window's 4 GiB is then filled with PROT_NONE
  *    mappings, so that new segments and huge blocks land outside it; their
  *    blocks must read the same through both lookups, and are freed (half of
@@ -59,7 +59,8 @@ static unsigned long g_checks;
 
 static void same(const void *p, const char *what)
 {
-    unsigned a = slice_map_bin_offset(p), b = slice_map_entry(p);
+    const hak_slice_window_t *w;
+    unsigned a = slice_map_lookup(p, &w), b = slice_map_entry(p);
     g_checks++;
     CHECK(a == b, "%s %p: window lookup %u, two-level %u", what, p, a, b);
 }

@@ -14,7 +14,8 @@
  * k < blocks per slice (a read-only table indexed like the bins; no
  * per-thread copy, so the TLS block, which dlopen must fit in glibc's static
  * reserve, does not grow; free() reads the test's two fields from a copy
- * beside the slice map, guard/registry.h). Divisibility and the bound are one 32-bit
+ * in the slice map window's header, addressed from the register its lookup
+ * leaves, guard/registry.h). Divisibility and the bound are one 32-bit
  * multiplication and one comparison with the entry in memory: with
  * mul = 2^32 / size + 1 and e = mul * size - 2^32 (0 < e <= size), the low
  * 32 bits of off * mul are k * e < 2^16 when off = k * size, and at least

@@ -174,11 +174,6 @@ HAK_INLINE uintptr_t slice_map_lookup(const void *p, const hak_slice_window_t **
   return slice_map_entry(p);
 }
 
-HAK_INLINE uintptr_t slice_map_bin_offset(const void *p) {
-  const hak_slice_window_t *w;
-  return slice_map_lookup(p, &w);
-}
-
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
  * mapping)? */
 HAK_INLINE bool registry_has(const void *p) { return slice_map_entry(p) != 0; }
