@@ -7,6 +7,17 @@
  * - Start small: a new thread's class caches hold HAK_TCACHE_START_BYTES each
  *   (none for classes above that size), so a thread that touches a class once
  *   or twice keeps next to nothing of it.
+ * - Inherited caps: a thread handed a recycled heap raises a class's cap, at
+ *   the class's first cold event if that is a refill, to the largest the
+ *   heap's previous thread reached (its room, which the new thread's slot
+ *   layout keeps: the record's pages it spans were resident already), within
+ *   the budget. Threads re-created for the same work (bench_stress: 32
+ *   threads a round, each living ~1 ms) spent their lives growing the caps
+ *   again, their classes above 512 B starting at 0 and going to their pages
+ *   at nearly every malloc and free. At the first refill, not at thread
+ *   start: a thread that only frees a class (a consumer, "Drain" below)
+ *   keeps its starting cap, and does not park up to a producer's cap of
+ *   others' blocks before its first flush finds it draining.
  * - Grow on demand: a class that goes to the cold side HAK_GROW_EVENTS times
  *   without its cap changing doubles its cap (0 -> 1 -> 2 -> 4 ...), up to the
  *   class maximum (config: tcache_cap).
@@ -68,9 +79,10 @@
  * resident, now 20). A cap growing past its room moves the areas of the
  * classes after it up by the difference, their live slots only, and
  * re-points their bins: a cold event, at most one per doubling of a cap, and the fast
- * paths see only b->slots, as before. Rooms never shrink (until the heap
- * is handed to a new thread), so the sum of rooms stays within the store:
- * each room is at most the class's tcache_slots. */
+ * paths see only b->slots, as before. Rooms never shrink, not even when
+ * the heap is handed to a new thread ("Inherited caps"), so the sum of
+ * rooms stays within the store: each room is at most the class's
+ * tcache_slots. */
 #include "heap/heap.h"
 #include "heap/size_class.h"
 #include "policy/config.h"
@@ -137,14 +149,16 @@ static void lru_touch(hak_heap_t *h, unsigned c) {
   h->lru_last = (uint8_t)c;
 }
 
-/* Pack the slot areas, each as large as the class's cap (see "Slots"). */
+/* Pack the slot areas, each as large as the class's cap or, on a recycled
+ * heap, as the room the heap's previous thread left it ("Inherited caps";
+ * 0 on a new heap), whichever is larger (see "Slots"). */
 static void slots_layout(hak_tls_t *t, hak_heap_t *h) {
   void **s = h->slot_store;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     hak_bin_t *b = bin_of(t, c);
     b->slots = s;
-    h->room[c] = (uint16_t)b->cap;
-    s += b->cap;
+    if (h->room[c] < b->cap) h->room[c] = (uint16_t)b->cap;
+    s += h->room[c];
   }
 }
 
@@ -242,15 +256,12 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
   }
 }
 
-/* Double the class's cap, to at most `limit` and the class maximum. */
-static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
+/* Raise the class's cap to `want` (above it, at most the class maximum), or
+ * as far toward it as the budget allows once idle classes gave room. */
+static void class_raise(hak_tls_t *t, unsigned c, uint32_t want) {
   hak_heap_t *h = t->heap;
   hak_bin_t *b = bin_of(t, c);
-  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = b->cap;
-  if (max > limit) max = limit;
-  if (cap >= max) return;
-  uint32_t want = cap ? 2 * cap : 1;
-  if (want > max) want = max;
+  uint32_t cap = b->cap;
   size_t size = hak_class_size[c], budget = __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED);
   if (h->cap_bytes + (want - cap) * size > budget) {
     make_room(t, c, (want - cap) * size);
@@ -263,6 +274,15 @@ static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
   b->cap = want;
   h->heat[c] = 0;
   HAK_STAT_MAX(hak_cap_max[c], want);
+}
+
+/* Double the class's cap, to at most `limit` and the class maximum. */
+static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
+  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = bin_of(t, c)->cap;
+  if (max > limit) max = limit;
+  if (cap >= max) return;
+  uint32_t want = cap ? 2 * cap : 1;
+  class_raise(t, c, want > max ? max : want);
 }
 
 /* Every HAK_LEARN_PERIOD cold events, learner or not: classes untouched for
@@ -289,6 +309,7 @@ static void learner_step(hak_tls_t *t, bool learn) {
 
 void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   hak_heap_t *h = t->heap;
+  bool first = h->last_use[c] == 0; /* the class's first cold event in this thread */
   h->tick++;
   h->last_use[c] = h->tick;
   lru_touch(h, c);
@@ -297,6 +318,8 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   /* hak_option_set may have lowered the class maximum or the budget. */
   hak_bin_t *b = bin_of(t, c);
   uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
+  if (HAK_UNLIKELY(first) && refill && h->room[c] > b->cap) /* "Inherited caps" */
+    class_raise(t, c, h->room[c] < max ? h->room[c] : max);
   if (b->cap > max) class_shrink(t, c, max);
   if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, b->cap / 2);
   if (++h->heat[c] >= HAK_GROW_EVENTS) class_grow(t, c, UINT32_MAX);
