@@ -116,11 +116,11 @@ WORKLOADS += [
     Workload("oversub_8x", "bench_oversub", lambda n: [OVERSUB[0], n // OVERSUB[0], 400],
              3200000, 16000000, (320000, 1600000), None,
              "%d threads (8x the cores) at once, ws=400 each, 16-1024 B, 10%% of frees "
-             "handed to another thread" % OVERSUB[0]),
+             "handed to the next thread still at work" % OVERSUB[0]),
     Workload("oversub_16x", "bench_oversub", lambda n: [OVERSUB[1], n // OVERSUB[1], 400],
              3200000, 16000000, (320000, 1600000), None,
              "%d threads (16x the cores) at once, ws=400 each, 16-1024 B, 10%% of frees "
-             "handed to another thread" % OVERSUB[1]),
+             "handed to the next thread still at work" % OVERSUB[1]),
     Workload("thread_mem", "bench_thread_mem", lambda n: [64, n],
              1, 1, (1, 4), None,
              "64 threads each allocate and free one block of every class 16 B-32 KiB, then "
