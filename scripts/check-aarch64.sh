@@ -4,7 +4,8 @@
 # differential tests). test_fork and the RSS checks of the thread tests are
 # left out: under qemu-user they fail on plain glibc too (qemu's own fork
 # handling and per-thread memory), so they say nothing about HAKMEM.
-# Installs the Debian cross toolchain and qemu-user if missing.
+# The build must be warning-free (-Wall -Wextra, as on x86_64). JOBS=N limits
+# the parallel build. Installs the Debian cross toolchain and qemu-user if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-aarch64}
@@ -22,7 +23,14 @@ fi
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
   -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ >/dev/null
-cmake --build "$BUILD" -j "$(nproc)"
+# -Wall -Wextra clean on aarch64 too: any compiler or linker warning fails the check.
+log=$(mktemp)
+cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" 2>&1 | tee "$log"
+if grep -q "warning:" "$log"; then
+  echo "aarch64: the build printed warnings:"; grep "warning:" "$log" | sort | uniq -c
+  rm -f "$log"; exit 1
+fi
+rm -f "$log"
 
 lib=$(realpath "$BUILD/libhakmem.so")
 run() { qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_PRELOAD="$lib" "$@"; }

@@ -83,9 +83,8 @@ HAK_INLINE bool block_fast_ok(const void *p, const hak_block_check_t *c) {
  * w + off + displacement (asm: in C, GCC forms w + off once, one lea or
  * register copy more per free). */
 HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t off) {
-  uintptr_t a = (uintptr_t)p;
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-  uint32_t x = (uint32_t)(a & (HAK_SLICE_SIZE - 1));
+  uint32_t x = (uint32_t)((uintptr_t)p & (HAK_SLICE_SIZE - 1));
   bool below;
   __asm__("imull %c[mul](%[w],%[off]), %[x]\n\tcmpl %c[bound](%[w],%[off]), %[x]"
           : [x] "+r"(x), "=@ccb"(below)
