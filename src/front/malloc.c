@@ -35,14 +35,15 @@ HAK_EXPORT void hak_free(void *p) __attribute__((alias("free"), copy(free)));
 
 /* The refill, once the pending list is empty too. */
 static HAK_NOINLINE void *alloc_refill(unsigned cls) {
-  void *p = heap_refill_alloc(&hak_tls, cls);
+  bool cold;
+  void *p = heap_refill_alloc(&hak_tls, cls, &cold);
   if (HAK_UNLIKELY(!p)) {
     errno = ENOMEM;
   } else {
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_check(p, hak_class_size[cls]);
     HAK_MARK_ALLOCATED(p);
   }
-  purge_tick_refill();
+  if (cold) purge_tick_refill();
   return p;
 }
 
@@ -72,15 +73,22 @@ HAK_NOINLINE void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) {
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
 
 /* Freed before and not handed out since: in the thread's cache, in its
- * pending list (heap.h), or (a class whose cache is small or empty sends
- * blocks straight back) on its page. */
-static bool freed_already(hak_bin_t *b, void *p) {
+ * pending list (heap.h), in the cache of a class that borrowed it (at most
+ * half the size: heap/thread.c, "Borrowing"), or (a class whose cache is
+ * small or empty sends blocks straight back) on its page. */
+static bool in_cache(const hak_bin_t *b, const void *p) {
   for (uint32_t i = 0; i < b->count; i++)
     if (b->slots[i] == p) return true;
+  return false;
+}
+static bool freed_already(hak_bin_t *b, void *p) {
+  if (in_cache(b, p)) return true;
   size_t c = (size_t)(b - hak_tls.bins) - 1; /* b's class */
   if (c < HAK_NCLASSES && hak_tls.state == HAK_THREAD_LIVE) {
     for (void *q = pend_of(&hak_tls, (unsigned)c)->head; q; q = block_next(page_of(q), q))
       if (q == p) return true;
+    for (size_t d = c; d-- > 0 && 2 * (size_t)hak_class_size[d] >= hak_class_size[c];)
+      if (in_cache(bin_of(&hak_tls, (unsigned)d), p)) return true;
   }
   return heap_block_on_page(hak_tls.heap, p);
 }

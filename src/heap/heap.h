@@ -328,7 +328,9 @@ size_t heap_thread_cached_bytes(void) HAK_HIDDEN;
 
 /* Thread side (heap/thread.c). */
 bool  thread_heap_init(hak_tls_t *t) HAK_HIDDEN;      /* false: use the shared heap */
-void *heap_refill_alloc(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
+/* *cold: false when the block came without a cold event (a dry class's
+ * borrow, thread.c "Borrowing"): the caller then skips the purge tick. */
+void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) HAK_HIDDEN;
 void  heap_flush_free(hak_tls_t *t, unsigned cls, void *p) HAK_HIDDEN;
 void  heap_flush_all(hak_tls_t *t) HAK_HIDDEN;
 void *shared_alloc(unsigned cls) HAK_HIDDEN;          /* locked heap for dead/early threads */
