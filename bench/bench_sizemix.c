@@ -12,6 +12,12 @@
  * the next thread's mailbox; each thread frees what it was handed every 64
  * steps.
  *
+ * make bench runs one thread per core.  With more threads than cores (4 on
+ * 2) a thread waiting for a CPU cannot drain its mailbox, and what piles up
+ * there while its predecessor runs a whole time slice set the peak: the
+ * page faults of touching it took about half the CPU time and followed the
+ * scheduler, not the allocator (bench/README.md).
+ *
  * A thread that has made its ITERS allocations and freed its slots keeps
  * freeing what it is handed (every 100 us, asleep in between) until every
  * thread has finished; then it frees what is left, and the run ends with no
@@ -47,10 +53,10 @@ static _Atomic uint64_t running;
 
 /* After its own work: free what the predecessor hands over while any thread
  * still runs, then the rest.  Returns how many blocks it freed here.  The
- * 100 us sleep keeps a finished thread off the CPU the others need (2 cores,
- * 4 threads) while bounding what waits in its mailbox to what the
+ * 100 us sleep keeps a finished thread off the CPU the others need (more
+ * threads than cores) while bounding what waits in its mailbox to what the
  * predecessor hands over in one nap (about 1 MB at 5 KB a block on average,
- * against the ~20 MB the threads keep live). */
+ * against the ~5 MB each thread keeps live). */
 static uint64_t drain_until_all_done(struct bench_mailbox *inbox)
 {
     const struct timespec nap = { 0, 100 * 1000 };

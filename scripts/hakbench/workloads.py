@@ -108,11 +108,11 @@ WORKLOADS += [
              "32 threads re-created every round, a quarter of the blocks swapped through a "
              "shared array, 8-512 B powers of two with 1% 100-1000x larger, contents checked "
              "on free"),
-    Workload("sizemix", "bench_sizemix", lambda n: [4, n, 1000],
-             300000, 1500000, (30000, 150000), (20000, 40000),
-             "4 threads, ws=1000 each, 60% 16-128 B, 25% to 1 KiB, 10% to 8 KiB, 4% to "
-             "64 KiB, 1% to 512 KiB; 20% of frees handed to another thread, which keeps freeing "
-             "them after its own work until every thread is done"),
+    Workload("sizemix", "bench_sizemix", lambda n: [CORES, n, 1000],
+             600000, 3000000, (60000, 300000), (20000, 40000),
+             "%d threads (one per core), ws=1000 each, 60%% 16-128 B, 25%% to 1 KiB, 10%% to 8 KiB, "
+             "4%% to 64 KiB, 1%% to 512 KiB; 20%% of frees handed to the next thread, which keeps "
+             "freeing them after its own work until every thread is done" % CORES),
     Workload("oversub_8x", "bench_oversub", lambda n: [OVERSUB[0], n // OVERSUB[0], 400],
              3200000, 16000000, (320000, 1600000), None,
              "%d threads (8x the cores) at once, ws=400 each, 16-1024 B, 10%% of frees "
