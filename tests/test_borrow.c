@@ -21,12 +21,11 @@
  *              with a block not at a multiple of 128, aligned_alloc(128, 384)
  *              gets blocks of its own class, all aligned, and malloc(384)
  *              gets the lender's block.
- *   - batch:   from a lender's list of 4 blocks or more a borrow takes half
- *              (at most 32 and the class's cap): the 32 B class, lent by the
- *              64 B class's list of 40, hands out one block and caches the
- *              other 19, which the next malloc takes; for the 384 B class
- *              (align) the cache holds only lender blocks at multiples of 128;
- *              with checks, a second free of a cached lender block is caught.
+ *   - lend:    after its first borrow (one block of the 64 B class's list of
+ *              40), the 32 B class's next mallocs take the list's next
+ *              blocks, one each, none into its cache; once a block of the
+ *              class is back on its page (no longer dry), a malloc takes
+ *              the class's own block again and the lender is forgotten.
  * The secure build does not borrow (its blocks record their requested size
  * in their class's layout): the test says so and ends.
  * Linked with libhakmem.a, to build pending lists and to read pages.
@@ -41,7 +40,7 @@
 #include <malloc.h>
 
 #define K 8   /* blocks on a lender's pending list */
-#define KB 40 /* blocks on a long one (batch) */
+#define KB 40 /* blocks on a long one (lend) */
 #define N 2000 /* mallocs of the borrowing class, at most */
 #define BORROW_RUN_MIN 4 /* thread.c: refills without a flush before a class borrows */
 
@@ -189,10 +188,10 @@ int main(void) {
     }
     CHECK(agot, "%u mallocs of 384 B never borrowed the misaligned block %p of the %u B class's pending list", na, odd,
           hak_class_size[a + 1]);
-    hak_bin_t *ab = bin_of(&hak_tls, a); /* a batch stops at the first block off a multiple of 128 */
+    hak_bin_t *ab = bin_of(&hak_tls, a); /* a borrowing class caches no lender block */
     for (unsigned i = 0; i < ab->count; i++)
-        CHECK(((uintptr_t)ab->slots[i] & 127) == 0, "the 384 B class's cache holds %p (class %u), off a multiple of 128",
-              ab->slots[i], page_of(ab->slots[i])->cls);
+        CHECK(page_of(ab->slots[i])->cls == a, "the 384 B class's cache holds %p of class %u", ab->slots[i],
+              page_of(ab->slots[i])->cls);
     for (unsigned i = 0; i < na; i++) free(mine[i]), free(plain[i]);
     for (unsigned i = 0; i < nheld; i++) free(held[i]);
     heap_return_pending(h, q);
@@ -201,8 +200,8 @@ int main(void) {
     heap_return_blocks(h, &out3, 1);
     heap_return_blocks(h, &out4, 1);
 
-    /* batch: a long lender list gives half of it (at most 32 blocks and the
-     * class's cap) at one borrow, the rest into the class's cache */
+    /* lend: after a borrow, the class's misses pop the lender's list one
+     * block each (nothing cached, no refill) while the class stays dry */
     unsigned bc = size_class_of(32), bl = size_class_of(64);
     CHECK(hak_class_size[bc] == 32 && hak_class_size[bl] == 64 && bl == bc + 2, "classes of 32, 48 and 64 B expected");
     for (unsigned x = bc; x <= bl; x++)
@@ -210,51 +209,42 @@ int main(void) {
     void *out6;
     unsigned bn = make_pending_n(h, bl, &out6, KB);
     CHECK(bn >= 8, "a pending list of only %u blocks of 64 B", bn);
-    hak_pend_t *bq = pend_of(&hak_tls, bl);
+    hak_pend_t *bq = pend_of(&hak_tls, bl), *cq = pend_of(&hak_tls, bc);
     hak_bin_t *bb = bin_of(&hak_tls, bc);
-    unsigned nb = 0, bgot = 0, bcap = 0, dfree_checked = 0;
+    unsigned nb = 0, bgot = 0;
     for (; nb < N && !bgot; nb++) {
         mine[nb] = malloc(32);
         CHECK(mine[nb] != NULL, "malloc(32) failed");
         if (page_of(mine[nb])->cls != bc) bgot = nb + 1;
     }
     CHECK(bgot, "%u mallocs of 32 B never borrowed from the 64 B class's pending list of %u", nb, bn);
-    bcap = bb->cap;
-    unsigned want = bn / 2 < 32 ? bn / 2 : 32;
-    if (want > bcap) want = bcap;
-    if (want == 0) want = 1;
-    unsigned taken = bn - bq->n;
-    CHECK(taken == want && bb->count == want - 1, "a borrow from a list of %u took %u (%u into the cache), not %u "
-          "(cap %u)", bn, taken, bb->count, want, bcap);
-    for (unsigned i = 0; i < bb->count; i++)
-        CHECK(page_of(bb->slots[i])->cls == bl,
-              "cached block %p of class %u after the borrow", bb->slots[i], page_of(bb->slots[i])->cls);
-#if HAK_WORD_CHECKS
-    /* A second free of a lender block cached by the borrower (the program
-     * freed it, the borrow took it) is found (front/malloc.c, free_suspect)
-     * and ignored, not cached again by its own class. */
-    if (bb->count > 1) {
-        void *v = bb->slots[0];
-        ((uintptr_t *)v)[1] = HAK_FREE_MARK(v); /* as free() left it */
-        hak_bin_t *lb = bin_of(&hak_tls, bl);
-        unsigned lc = lb->count, bcount = bb->count;
-        free(v);
-        CHECK(lb->count == lc && bb->count == bcount && bb->slots[0] == v,
-              "a second free of %p, cached by the 32 B class, was taken (64 B cache %u -> %u)", v, lc, lb->count);
-        dfree_checked = 1;
-    }
-#endif
-    if (bb->count) {
-        void *top = bb->slots[bb->count - 1];
+    CHECK(bn - bq->n == 1 && bb->count == 0 && cq->head == NULL && cq->lend == bl + 1,
+          "the first borrow took %u of %u blocks (1 expected), cached %u (0), lender index %u (%u)", bn - bq->n, bn,
+          bb->count, cq->lend, bl + 1);
+    unsigned lent = 0;
+    for (; lent < 6 && bq->head; lent++) {
+        void *head = bq->head;
         mine[nb] = malloc(32);
-        CHECK(mine[nb++] == top, "the next malloc(32) did not take the cached borrowed block");
+        CHECK(mine[nb++] == head && bb->count == 0,
+              "malloc(32) after a borrow: %p (class %u), not the 64 B list's next block %p; 32 B cache %u", mine[nb - 1],
+              mine[nb - 1] ? page_of(mine[nb - 1])->cls : 0, head, bb->count);
     }
+    CHECK(bn - bq->n == lent + 1, "the 64 B list gave %u blocks for %u borrowing mallocs", bn - bq->n, lent + 1);
+    /* A block of the class back on its page (class_wet): the next miss
+     * stops popping the lender's list and refills from the class's page. */
+    CHECK(page_of(mine[0])->cls == bc, "the first malloc(32) borrowed");
+    heap_return_blocks(h, &mine[0], 1);
+    unsigned bleft = bq->n;
+    mine[0] = malloc(32);
+    CHECK(mine[0] && page_of(mine[0])->cls == bc && bq->n == bleft && cq->lend == 0,
+          "malloc(32) after a 32 B block came back: %p of class %u, 64 B list %u -> %u, lender index %u", mine[0],
+          mine[0] ? page_of(mine[0])->cls : 0, bleft, bq->n, cq->lend);
     for (unsigned i = 0; i < nb; i++) free(mine[i]);
     heap_return_pending(h, bq);
     heap_return_blocks(h, &out6, 1);
 
-    printf("test_borrow: batch: a pending list of %u blocks lent %u at once (cap %u)%s\n", bn, taken, bcap,
-           dfree_checked ? "; a second free of a cached lender block was caught" : "");
+    printf("test_borrow: lend: after the first borrow %u mallocs of 32 B took the 64 B list's next blocks, uncached; "
+           "a 32 B block back on its page ended it\n", lent);
     printf("test_borrow: OK: after %u refills with nothing freed the %u B class took a block of the %u B class's pending "
            "list, on one page of its own; the 512 B class borrowed from the 1024 B class (never the 1152 B one); "
            "without a lender it cut pages as before; malloc(384) took a misaligned lender's block (round %u), "

@@ -47,6 +47,23 @@ static HAK_NOINLINE void *alloc_refill(unsigned cls) {
   return p;
 }
 
+/* A dry class's miss once its own pending list is empty: the next block of
+ * its lender's (heap/thread.c, "Borrowing"), while the class stays dry and
+ * no remote frees wait; else the refill. */
+static HAK_NOINLINE void *alloc_lent(hak_heap_t *h, hak_pend_t *q, unsigned off) {
+  unsigned cls = class_of_bin_off(off);
+  hak_pend_t *l = &h->pend[q->lend];
+  if (l->head && !hak_tls.aligned && atomic_load_explicit(&h->dry[cls], memory_order_relaxed) &&
+      !atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
+    void *p;
+    PEND_POP(l, p);
+    HAK_MARK_ALLOCATED(p);
+    return p;
+  }
+  q->lend = 0;
+  return alloc_refill(cls);
+}
+
 /* The pending list before a refill (heap.h: hak_pend_t), in a leaf: a
  * stream of pops saves no register. No purge_tick here: an armed purge
  * deadline would send every pop to purge_tick_slow; the refills tick. */
@@ -54,7 +71,10 @@ HAK_NOINLINE void *alloc_bin_slow(hak_fast_bin_t *b) {
   unsigned off = fast_bin_off(b);
   hak_heap_t *h = hak_tls.heap; /* NULL: no heap (yet, or any more) */
   hak_pend_t *q = h ? (hak_pend_t *)((char *)h->pend + off) : NULL; /* pend[] is indexed as bins[] */
-  if (HAK_UNLIKELY(!q || q->head == NULL)) return alloc_refill(class_of_bin_off(off));
+  if (HAK_UNLIKELY(!q || q->head == NULL)) {
+    if (q && q->lend) return alloc_lent(h, q, off);
+    return alloc_refill(class_of_bin_off(off));
+  }
   void *p;
   PEND_POP(q, p);
   HAK_MARK_ALLOCATED(p);
@@ -73,9 +93,9 @@ HAK_NOINLINE void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) {
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
 
 /* Freed before and not handed out since: in the thread's cache, in its
- * pending list (heap.h), in the cache of a class that borrowed it (at most
- * half the size: heap/thread.c, "Borrowing"), or (a class whose cache is
- * small or empty sends blocks straight back) on its page. */
+ * pending list (heap.h), or (a class whose cache is small or empty sends
+ * blocks straight back) on its page. A class that borrows a block hands it
+ * out at once, never caches it (heap/thread.c, "Borrowing"). */
 static bool in_cache(const hak_bin_t *b, const void *p) {
   for (uint32_t i = 0; i < b->count; i++)
     if (b->slots[i] == p) return true;
@@ -87,8 +107,6 @@ static bool freed_already(hak_bin_t *b, void *p) {
   if (c < HAK_NCLASSES && hak_tls.state == HAK_THREAD_LIVE) {
     for (void *q = pend_of(&hak_tls, (unsigned)c)->head; q; q = block_next(page_of(q), q))
       if (q == p) return true;
-    for (size_t d = c; d-- > 0 && 2 * (size_t)hak_class_size[d] >= hak_class_size[c];)
-      if (in_cache(bin_of(&hak_tls, (unsigned)d), p)) return true;
   }
   return heap_block_on_page(hak_tls.heap, p);
 }

@@ -38,7 +38,8 @@ enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
 typedef struct hak_pend {
   void    *head;     /* next block to hand out, NULL when empty */
   uint32_t n;        /* blocks left in the list */
-  uint32_t unused;
+  uint32_t lend;     /* 0, or the pend[] index of the list a dry class's misses pop once
+                        this one is empty: its lender's (heap/thread.c, "Borrowing") */
 } hak_pend_t;
 
 /* bins[v] is indexed by the slice map's value v (see guard/registry.h):

@@ -160,24 +160,28 @@ void *shared_alloc(unsigned cls) {
  *  - dry: once a refill found no free block on the class's pages, the next
  *    ones borrow without the heap's lock or a cold event, until blocks of
  *    the class come back to the pages or remote frees wait (heap.h).
- *  - One block per refill from a short list: a fixed batch into the cache
- *    (4, 8 or up to the refill's size) kept the lenders short and gave back
- *    most of the gain (bench_prodcons peak RSS, medians of 11: 4.70 MB one,
- *    4.79 four, 4.84 eight, 4.96 the refill's). From a list of
- *    BORROW_BATCH_MIN blocks or more, half of it (at most BORROW_BATCH_MAX,
- *    and the class's cap) goes into the class's empty cache: one block at a
- *    time, a class that keeps growing (bench_stress: a thread's classes of
- *    8-128 B requests, more allocated than freed while it runs) went to the
- *    refill for every malloc, ~100 K of its ~126 K refills per run at ~170
- *    instructions each (the lender scan, the purge tick); with the half,
- *    ~26 K refills and -9% of the allocator's instructions, bench_prodcons's
- *    peak unchanged (taking the whole list, up to 64: +7%). The cache of a
- *    class then holds blocks of its lenders; aligned requests take blocks
- *    from it, so the batch stops at the first block not aligned as the
- *    class's own blocks are (to the lowest set bit of its size), and
- *    free_suspect (front/malloc.c) looks for a double free in the caches
- *    of the classes below too. The dry path's borrow skips the purge tick
- *    (no lock, no cold event: the next refill or flush looks).
+ *  - One block at a time: a fixed batch into the cache (4, 8 or up to the
+ *    refill's size) kept the lenders short and gave back most of the gain
+ *    (bench_prodcons peak RSS, medians of 11: 4.70 MB one, 4.79 four, 4.84
+ *    eight, 4.96 the refill's). But a class that keeps growing (bench_stress:
+ *    a thread's classes of 8-128 B requests, more allocated than freed while
+ *    it runs) went to the refill for every malloc, ~100 K of its ~126 K
+ *    refills per run at ~170 instructions each (the lender scan, the purge
+ *    tick). So the borrow names its lender in the class's pending-list
+ *    record (hak_pend_t.lend), and the class's next misses, its own pending
+ *    list empty, pop the lender's list as they would their own (front/
+ *    malloc.c, alloc_lent: no refill, no lock, the one-ahead prefetch), for
+ *    as long as the class stays dry, no remote frees wait and it does not
+ *    flush. Half of a long list taken into the cache at once (ec0d03b) cut
+ *    the refills as well, but walked the list there, link after link, each
+ *    a cache miss waiting on the previous one, worst on two CPUs (90% of
+ *    the walk's samples on that load; 0.7% of all bench_stress samples
+ *    unpinned, 0.1% pinned to one CPU); popped one per malloc, each miss
+ *    overlaps the program's work (bench_prodcons 1 3000000 cpu 0.97, peak
+ *    RSS lower; see the commit). The borrowing class's cache never holds a
+ *    lender's block: aligned requests (which do not borrow) and the double-
+ *    free search need no case of their own. The dry path skips the purge
+ *    tick (no lock, no cold event: the next refill or flush looks).
  * Not in the secure build (a block records its requested size in its
  * class's layout) nor with HAKMEM_ZERO_ON_FREE (which checks blocks by their
  * class's size). */
@@ -220,28 +224,15 @@ static unsigned borrow_lender(hak_tls_t *t, unsigned cls) {
 #endif
 }
 
-#define BORROW_BATCH_MIN 4
-#define BORROW_BATCH_MAX 32
 /* The first block of the lender's pending list, for the malloc at hand;
- * from a long list, more of it into class cls's cache, which is empty
- * (both callers found it so). NULL if the list is empty. */
-static void *borrow_blocks(hak_tls_t *t, unsigned cls, unsigned lender) {
+ * the class's later misses pop the same list (front/malloc.c, alloc_lent)
+ * while the class stays dry. NULL if the list is empty. */
+static void *borrow_block(hak_tls_t *t, unsigned cls, unsigned lender) {
   hak_pend_t *q = pend_of(t, lender);
   if (!q->head) return NULL;
-  uint32_t n = q->n;
   void *p;
   PEND_POP(q, p);
-  if (n >= BORROW_BATCH_MIN) {
-    hak_bin_t *b = bin_of(t, cls);
-    unsigned k = n / 2 < BORROW_BATCH_MAX ? n / 2 : BORROW_BATCH_MAX; /* the malloc's block included */
-    if (k > b->cap) k = b->cap;
-    uintptr_t amask = (uintptr_t)(hak_class_size[cls] & -hak_class_size[cls]) - 1; /* own blocks' alignment */
-    while (b->count + 1 < k && q->head && !((uintptr_t)q->head & amask)) {
-      void *x;
-      PEND_POP(q, x);
-      b->slots[b->count++] = x;
-    }
-  }
+  pend_of(t, cls)->lend = lender + 1;
   return p;
 }
 
@@ -257,7 +248,7 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   if (atomic_load_explicit(&h->dry[cls], memory_order_relaxed) &&
       !atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
     unsigned lender = borrow_lender(t, cls);
-    if (lender && (p = borrow_blocks(t, cls, lender))) {
+    if (lender && (p = borrow_block(t, cls, lender))) {
       *cold = false;
       return p;
     }
@@ -276,7 +267,7 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   unsigned n = heap_take(h, cls, b->slots, want, q, lender == 0);
   if (!n && !q->head && lender) {
     atomic_store_explicit(&h->dry[cls], 1, memory_order_relaxed);
-    if ((p = borrow_blocks(t, cls, lender))) {
+    if ((p = borrow_block(t, cls, lender))) {
       tcache_seen(t, cls);
       return p;
     }
@@ -328,6 +319,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
     return;
   }
   h->refill_run[cls] = 0;
+  pend_of(t, cls)->lend = 0;
   /* Flush the older half: the newer blocks are the ones still warm in cache. */
   unsigned k = drain ? b->count : b->count - b->cap / 2;
   h->drain[cls] = heap_return_blocks(h, b->slots, k) == k ? 2 : 0;
