@@ -27,11 +27,13 @@ extern uintptr_t hak_free_key HAK_HIDDEN;
  * finish it otherwise. Called as a tail call, so the fast path stays a leaf. */
 void free_suspect(void *p) HAK_HIDDEN;
 /* A free the fast block-start test did not clear (a class with pages of
- * several slices, a segment header, or not a block start), with room in
- * the bin of p's slice map entry: the full test, then a report or the
- * push. Also a tail call, with p alone: passing the bin offset too cost
- * free() a register move on its fast path. */
-void free_checked(void *p) HAK_HIDDEN;
+ * several slices, a segment header, not a block start, or not a small
+ * block of ours at all), off its slice map entry: for a class, the full
+ * test, then a report or the push (or free_slow when the bin is full);
+ * anything else goes to free_slow. Also a tail call: the test comes before
+ * the bin's room, so off is still in its register there, at no cost to
+ * the path that passes. */
+void free_checked(void *p, uintptr_t off) HAK_HIDDEN;
 #endif
 #ifndef HAK_SECURE
 #define HAK_SECURE 0
@@ -201,6 +203,18 @@ HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
 HAK_INLINE void free_block(void *p) {
   const hak_slice_window_t *w; /* the standard build's check copy (registry.h) */
   uintptr_t off = slice_map_lookup(p, &w);
+#if HAK_WORD_CHECKS
+  /* Only block starts enter the cache: an interior pointer or one into a
+   * segment header would go to the next malloc (guard/block_check.h).
+   * The test's fields come from the window header's copy (registry.h).
+   * Before the room test: off is then free for the bin's address (no copy
+   * of it), and pointers that are not small blocks of ours fail it too
+   * (their entries' bound is 0). */
+  if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off))) {
+    free_checked(p, off);
+    return;
+  }
+#endif
   hak_fast_bin_t *b = fast_bin_at(off);
   if (HAK_LIKELY(b->count < b->cap)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
@@ -218,13 +232,6 @@ HAK_INLINE void free_block(void *p) {
     secure_free_fast(p, c->size);
     return;
 #elif HAK_CHECKS
-    /* Only block starts enter the cache: an interior pointer or one into a
-     * segment header would go to the next malloc (guard/block_check.h).
-     * The test's fields come from the window header's copy (registry.h). */
-    if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off))) {
-      free_checked(p);
-      return;
-    }
     if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
       free_suspect(p);
       return;

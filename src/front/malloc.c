@@ -122,7 +122,13 @@ static bool freed_page_block(const void *p) {
   return key == hak_free_key;
 }
 
-HAK_NOINLINE void free_checked(void *p) {
+HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
+  /* Not a small block of ours (foreign, large, NULL, a first-class heap's
+   * block): the fast test fails for those too, the slow path decides. */
+  if (off - HAK_SLICE_MAP_SCALE >= HAK_NCLASSES * HAK_SLICE_MAP_SCALE) {
+    free_slow(p);
+    return;
+  }
   /* The slice map gave p a class: its segment is a small one
    * (block_live_page). */
   unsigned cls;
@@ -134,9 +140,11 @@ HAK_NOINLINE void free_checked(void *p) {
     free_suspect(p);
     return;
   }
-  /* The bin of the page's class: the slice map's, whose room free_block
-   * saw, unless the two disagree (a page re-made meanwhile), hence the
-   * test (cheaper than the slice map's lookup again). */
+  /* The bin of the page's class (the slice map's, unless the two disagree:
+   * a page re-made meanwhile). free_block has not looked at its room: a
+   * full one sends p to free_slow, which tests p again (a class of pages
+   * of several slices with a full cache, or a pointer that failed the
+   * fast test only because the check copy was not filled yet). */
   hak_bin_t *b = bin_of(&hak_tls, cls);
   if (HAK_UNLIKELY(b->count >= b->cap)) {
     free_slow(p);

@@ -106,8 +106,9 @@ typedef struct hak_slice_window {
 #if HAK_WORD_CHECKS
   /* The fast block-start test's fields, in the window and in both static
    * headers (registry.c): the window's copied before it is published, the
-   * headers' at start-up (slice_map_checks_init), before any thread's bins
-   * have room: free() reads an entry only for a bin with room. */
+   * headers' at start-up (slice_map_checks_init). free() reads them on
+   * every call, before it looks at the bin: until then they are zero, the
+   * test fails and free_checked takes the full test (front/malloc.c). */
   hak_fast_check_t check[HAK_NCLASSES + 2];
 #endif
   hak_slice_entry_t e[HAK_WIN_ENTRIES];
