@@ -192,6 +192,16 @@ void *alloc_large_n(size_t n, size_t align, bool zero) HAK_HIDDEN;
 _Static_assert(sizeof(hak_bin_t) == HAK_SLICE_MAP_SCALE && HAK_SLICE_MAP_SCALE == HAK_BIN_BYTES,
                "slice map entries and the small-size table are bin offsets");
 
+#if !HAK_SECURE
+/* free()'s miss: b (p's slice map entry's bin) has no room. A class's bin
+ * (full, or of a thread without a heap): the flush, without free_slow's
+ * lookups of the slice map and the segment (the class follows from b) and,
+ * in the standard build, without its block-start test, which free_block
+ * has passed; anything else (cap-0 sentinels: NULL, large, foreign, a
+ * first-class heap's block) to free_slow. */
+void free_full(void *p, hak_fast_bin_t *b) HAK_HIDDEN;
+#endif
+
 /* The bin of p's class, from the slice map (a cap-0 sentinel for pointers
  * that are not small blocks of ours). */
 HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
@@ -241,7 +251,11 @@ HAK_INLINE void free_block(void *p) {
     b->slots[b->count++] = p;
     return;
   }
+#if HAK_SECURE
   free_slow(p);
+#else
+  free_full(p, b);
+#endif
 }
 
 /* Usable bytes of a block HAKMEM owns (registry already checked); in the

@@ -212,6 +212,29 @@ HAK_NOINLINE void *alloc_large_slow(size_t n) {
   return p;
 }
 
+HAK_NOINLINE void free_full(void *p, hak_fast_bin_t *b) {
+  unsigned off = fast_bin_off(b);
+  if (HAK_UNLIKELY(off - HAK_BIN_BYTES >= HAK_NCLASSES * HAK_BIN_BYTES)) {
+    free_slow(p);
+    return;
+  }
+  unsigned cls = class_of_bin_off(off);
+#if HAK_CHECKS
+  /* As free_slow: the block may go straight back to its page (a class cache
+   * of cap 0), where the fast path's check cannot see it. */
+  if (HAK_UNLIKELY(((uintptr_t *)p)[1] == HAK_FREE_MARK(p)) && freed_already(bin_of(&hak_tls, cls), p)) {
+    report_bad("free", "double free", p);
+    return;
+  }
+#endif
+  if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
+#if HAK_CHECKS
+  ((uintptr_t *)p)[1] = hak_free_key;
+#endif
+  heap_flush_free(&hak_tls, cls, p);
+  purge_tick_flush();
+}
+
 /* Everything the fast path refused: a full cache, a large block, a thread
  * without a heap, a pointer that is not ours (or not known yet). The
  * registry is the ground truth here, not the slice map. */
