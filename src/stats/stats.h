@@ -75,12 +75,23 @@ extern _Atomic(uint32_t) hak_cap_last[HAK_NCLASSES] HAK_HIDDEN;
 /* An addition to the counters m (the thread's own, hak_stat_mine, read once
  * by the caller for several additions: HAK_STAT_MINE), or with m NULL an
  * atomic one to hak_stats. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+/* An addition to a counter of the thread's own (one writer): one add to
+ * memory, which readers see whole (an aligned 8-byte store); the relaxed
+ * load and store took a load, an add and a store, and GCC formed the
+ * counter's address in a register first (it folds no atomics into an
+ * addressing mode): 4 instructions for 1. ThreadSanitizer builds keep the
+ * atomics, which it sees. */
+#define HAK_STAT_OWN_ADD(p, n) __asm__("addq %1, %0" : "+m"(*(uint64_t *)(p)) : "er"(n))
+#else
+#define HAK_STAT_OWN_ADD(p, n) \
+  atomic_store_explicit((p), atomic_load_explicit((p), memory_order_relaxed) + (n), memory_order_relaxed)
+#endif
 #define HAK_STAT_BUMP_IN(m, field, n) do { \
     hak_counters_t *m_ = (m); \
     uint64_t n_ = (uint64_t)(n); \
     if (HAK_LIKELY(m_ != NULL)) \
-      atomic_store_explicit(&m_->field, atomic_load_explicit(&m_->field, memory_order_relaxed) + n_, \
-                            memory_order_relaxed); \
+      HAK_STAT_OWN_ADD(&m_->field, n_); \
     else \
       atomic_fetch_add_explicit(&hak_stats.field, n_, memory_order_relaxed); \
   } while (0)
