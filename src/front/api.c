@@ -150,7 +150,7 @@ static void free_moved(void *p) {
 #if HAK_SECURE
       canary_mark_free(p, hak_class_size[cls]);
 #elif HAK_CHECKS
-      ((uintptr_t *)p)[1] = hak_free_key;
+      ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
       heap_return_blocks(t->heap, &p, 1);
       return;

@@ -17,7 +17,8 @@ void  free_slow(void *p) HAK_HIDDEN;
 
 #if HAK_CHECKS
 /* Double-free guard (standard and observe builds): free() stamps the second
- * word of a block with a per-process key and malloc() wipes it, so a block
+ * word of a block with a per-process mark (HAK_FREE_MARK: the slice map
+ * window's address) and malloc() wipes it, so a block
  * freed twice arrives with the key still there; the free path then looks for
  * it in the thread's cache, and a confirmed double free is reported and
  * ignored instead of handing one block to two owners. User data equal to the
@@ -242,11 +243,12 @@ HAK_INLINE void free_block(void *p) {
     secure_free_fast(p, c->size);
     return;
 #elif HAK_CHECKS
-    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == hak_free_key)) {
+    /* The mark is w itself (hak_word_mark, guard/registry.h). */
+    if (HAK_UNLIKELY(((uintptr_t *)p)[1] == (uintptr_t)w)) {
       free_suspect(p);
       return;
     }
-    ((uintptr_t *)p)[1] = hak_free_key;
+    ((uintptr_t *)p)[1] = (uintptr_t)w;
 #endif
     b->slots[b->count++] = p;
     return;

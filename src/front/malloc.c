@@ -113,13 +113,13 @@ static bool freed_already(hak_bin_t *b, void *p) {
 
 /* A block freed before whose page has emptied and gone back since (to a
  * page cache or its segment: no page owns the slice now), still carrying the
- * free key. The key is read with memcpy: p may be unaligned. */
+ * free mark. The mark is read with memcpy: p may be unaligned. */
 static bool freed_page_block(const void *p) {
   hak_segment_t *s = segment_of(p);
   if (s->kind != HAK_SEG_SMALL || s->slice_page[slice_index(p)] != NULL) return false;
   uintptr_t key;
   memcpy(&key, (const char *)p + sizeof(uintptr_t), sizeof key);
-  return key == hak_free_key;
+  return key == HAK_FREE_MARK(p);
 }
 
 HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
@@ -160,7 +160,7 @@ HAK_NOINLINE void free_suspect(void *p) {
     report_bad("free", "double free", p);
     return;
   }
-  /* User data that happened to equal the key: an ordinary free. */
+  /* User data that happened to equal the mark: an ordinary free. */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
   if (b->count < b->cap) b->slots[b->count++] = p;
   else free_slow(p);
@@ -229,7 +229,7 @@ HAK_NOINLINE void free_full(void *p, hak_fast_bin_t *b) {
 #endif
   if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #if HAK_CHECKS
-  ((uintptr_t *)p)[1] = hak_free_key;
+  ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #endif
   heap_flush_free(&hak_tls, cls, p);
   purge_tick_flush();
@@ -299,7 +299,7 @@ HAK_NOINLINE void free_slow(void *p) {
       return;
     }
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
-    ((uintptr_t *)p)[1] = hak_free_key;
+    ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
 #else
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #endif

@@ -34,7 +34,7 @@ static bool wiped(const void *p, size_t bsize) {
   if (canary_code(p) != 0) return false; /* a freed word stays so until handed out */
 #elif HAK_CHECKS
   /* the free key (freed), or 0 (carved and wiped) */
-  if (words > 1 && w[1] != 0 && w[1] != hak_free_key) return false;
+  if (words > 1 && w[1] != 0 && w[1] != HAK_FREE_MARK(p)) return false;
   first = 2;
 #endif
   for (size_t i = first; i < words; i++)

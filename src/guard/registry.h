@@ -175,6 +175,18 @@ HAK_INLINE uintptr_t slice_map_lookup(const void *p, const hak_slice_window_t **
   return slice_map_entry(p);
 }
 
+#if HAK_WORD_CHECKS
+/* The standard build's free mark (HAK_FREE_MARK, hak_internal.h): the
+ * window's address, which free() has in a register after its lookup. The
+ * window is decided once, before the first slice map entry is written
+ * (registry.c, window_ensure), so before any small block exists, and never
+ * changes after: every mark a block can carry is this value. A mapping of
+ * HAKMEM's own, no program holds it as data (as it did not hold the random
+ * key before; a block whose word matches by chance costs only the
+ * double-free search, front/malloc.c). */
+HAK_INLINE uintptr_t hak_word_mark(void) { return (uintptr_t)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE); }
+#endif
+
 /* Is p in memory HAKMEM mapped (a segment, or the first 2 MiB of a huge
  * mapping)? */
 HAK_INLINE bool registry_has(const void *p) { return slice_map_entry(p) != 0; }
