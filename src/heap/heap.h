@@ -150,6 +150,9 @@ struct hak_heap {
   /* Owner only (policy/purger.c, purge_tick_busy): refills and flushes left
    * before the next look at the purge deadline's clock, and what it read. */
   uint8_t     purge_skip;
+  /* Owner only, in the padding before purge_seen: flushes since the thread's
+   * last refill of any class, up to HAK_FREE_RUN (heap/tcache.c, "Free runs"). */
+  uint8_t     free_run;
   uint32_t    purge_seen;
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
