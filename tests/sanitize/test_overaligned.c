@@ -177,10 +177,9 @@ static void concurrency(void) {
     }
 }
 
-static void *blocks[N2];
-
 static void steps_per_lookup(void) {
 #if HAK_STATS
+  static void *blocks[N2];
   for (int i = 0; i < N2; i++) {
     CHECK(hak_posix_memalign(&blocks[i], 2 * MiB, 64) == 0, "posix_memalign(2 MiB, 64), block %d", i);
     memset(blocks[i], i & 0xff, 64);
