@@ -19,12 +19,11 @@ void  free_slow(void *p) HAK_HIDDEN;
 /* Double-free guard (standard and observe builds): free() stamps the second
  * word of a block with a per-process mark (HAK_FREE_MARK: the slice map
  * window's address) and malloc() wipes it, so a block
- * freed twice arrives with the key still there; the free path then looks for
- * it in the thread's cache, and a confirmed double free is reported and
+ * freed twice arrives with the mark still there; the free path then looks
+ * for it in the thread's cache, and a confirmed double free is reported and
  * ignored instead of handing one block to two owners. User data equal to the
- * key costs only that look-up. */
-extern uintptr_t hak_free_key HAK_HIDDEN;
-/* A free whose block carries the key: report it if it is a double free,
+ * mark costs only that look-up. */
+/* A free whose block carries the mark: report it if it is a double free,
  * finish it otherwise. Called as a tail call, so the fast path stays a leaf. */
 void free_suspect(void *p) HAK_HIDDEN;
 /* A free the fast block-start test did not clear (a class with pages of

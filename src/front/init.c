@@ -81,7 +81,7 @@ static void atfork_child(void) {
 /* Steps of start-up already done: a child that takes start-up over from a
  * thread of its parent repeats only the missing ones. */
 static bool key_made, atfork_registered;
-#if HAK_CHECKS
+#if HAK_SECURE
 static bool seeded;
 #endif
 
@@ -100,7 +100,7 @@ bool hak_init(void) {
   }
   config_load();
   fault_handler_install(); /* secure build */
-#if HAK_CHECKS
+#if HAK_SECURE
   if (!seeded) {
     /* A raw system call: start-up can run inside a sanitizer's own start-up
      * (AddressSanitizer's dlsym allocates), before its interceptors work. */
@@ -109,9 +109,9 @@ bool hak_init(void) {
     hak_free_key ^= ((uintptr_t)&expect * 0x9e3779b97f4a7c15u) ^ ((uintptr_t)ts.tv_nsec << 17) ^ (uintptr_t)ts.tv_sec;
     seeded = true;
   }
+#endif
 #if HAK_WORD_CHECKS
   slice_map_checks_init(); /* before any bin has room: free() reads it then */
-#endif
 #endif
   if (!key_made) {
     thread_key_init();

@@ -90,7 +90,9 @@ HAK_NOINLINE void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) {
 #endif
 
 #if HAK_CHECKS
+#if HAK_SECURE /* the standard build's mark is the window's address (guard/registry.h) */
 uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
+#endif
 
 /* Freed before and not handed out since: in the thread's cache, in its
  * pending list (heap.h), or (a class whose cache is small or empty sends
