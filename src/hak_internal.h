@@ -140,6 +140,10 @@ typedef struct hak_page {
    * the heap's kept_pages (heap/heap.c, page_maybe_retire). Owner only;
    * cleared by page_init and on adoption. */
   uint8_t   kept;
+  /* 1 after heap/heap.c's page_recarve set bump back to start on a page
+   * carved to its end once: every block it carves again is resident memory
+   * (owner only; cleared by page_init). */
+  uint8_t   recarve;
   struct hak_page *qnext;  /* link in the owner's remote-page stack */
   /* The last block of the local free list while it is not empty, kept by
    * every change of the list (owner only): a pending list (heap/heap.h)
