@@ -64,7 +64,7 @@ static unsigned make_pending_n(hak_heap_t *h, unsigned l, void **out, unsigned w
 static unsigned make_pending(hak_heap_t *h, unsigned l, void **out) { return make_pending_n(h, l, out, K); }
 
 static bool class_untouched(hak_heap_t *h, unsigned c) {
-    return h->avail[c].head == NULL && h->full[c].head == NULL && bin_of(&hak_tls, c)->count == 0 &&
+    return h->avail[c].head == NULL && h->full[c].head == NULL && bin_count(&hak_tls, c) == 0 &&
            pend_of(&hak_tls, c)->head == NULL;
 }
 
@@ -92,7 +92,7 @@ int main(void) {
     static void *mine[N];
     unsigned nmine = 0, got = N, refills = 0;
     for (unsigned i = 0; i < N && got == N; i++) {
-        if (bin_of(&hak_tls, c)->count == 0) refills++;
+        if (bin_count(&hak_tls, c) == 0) refills++;
         void *p = malloc(hak_class_size[c]);
         CHECK(p != NULL, "malloc(%u) failed", hak_class_size[c]);
         if (page_of(p)->cls == c) mine[nmine++] = p;
@@ -188,10 +188,10 @@ int main(void) {
     }
     CHECK(agot, "%u mallocs of 384 B never borrowed the misaligned block %p of the %u B class's pending list", na, odd,
           hak_class_size[a + 1]);
-    hak_bin_t *ab = bin_of(&hak_tls, a); /* a borrowing class caches no lender block */
-    for (unsigned i = 0; i < ab->count; i++)
-        CHECK(page_of(ab->slots[i])->cls == a, "the 384 B class's cache holds %p of class %u", ab->slots[i],
-              page_of(ab->slots[i])->cls);
+    void **ab = bin_slots(&hak_tls, a); /* a borrowing class caches no lender block */
+    for (unsigned i = 0; i < bin_count(&hak_tls, a); i++)
+        CHECK(page_of(ab[i])->cls == a, "the 384 B class's cache holds %p of class %u", ab[i],
+              page_of(ab[i])->cls);
     for (unsigned i = 0; i < na; i++) free(mine[i]), free(plain[i]);
     for (unsigned i = 0; i < nheld; i++) free(held[i]);
     heap_return_pending(h, q);
@@ -210,7 +210,6 @@ int main(void) {
     unsigned bn = make_pending_n(h, bl, &out6, KB);
     CHECK(bn >= 8, "a pending list of only %u blocks of 64 B", bn);
     hak_pend_t *bq = pend_of(&hak_tls, bl), *cq = pend_of(&hak_tls, bc);
-    hak_bin_t *bb = bin_of(&hak_tls, bc);
     unsigned nb = 0, bgot = 0;
     for (; nb < N && !bgot; nb++) {
         mine[nb] = malloc(32);
@@ -218,16 +217,16 @@ int main(void) {
         if (page_of(mine[nb])->cls != bc) bgot = nb + 1;
     }
     CHECK(bgot, "%u mallocs of 32 B never borrowed from the 64 B class's pending list of %u", nb, bn);
-    CHECK(bn - bq->n == 1 && bb->count == 0 && cq->head == NULL && cq->lend == bl + 1,
+    CHECK(bn - bq->n == 1 && bin_count(&hak_tls, bc) == 0 && cq->head == NULL && cq->lend == bl + 1,
           "the first borrow took %u of %u blocks (1 expected), cached %u (0), lender index %u (%u)", bn - bq->n, bn,
-          bb->count, cq->lend, bl + 1);
+          bin_count(&hak_tls, bc), cq->lend, bl + 1);
     unsigned lent = 0;
     for (; lent < 6 && bq->head; lent++) {
         void *head = bq->head;
         mine[nb] = malloc(32);
-        CHECK(mine[nb++] == head && bb->count == 0,
+        CHECK(mine[nb++] == head && bin_count(&hak_tls, bc) == 0,
               "malloc(32) after a borrow: %p (class %u), not the 64 B list's next block %p; 32 B cache %u", mine[nb - 1],
-              mine[nb - 1] ? page_of(mine[nb - 1])->cls : 0, head, bb->count);
+              mine[nb - 1] ? page_of(mine[nb - 1])->cls : 0, head, bin_count(&hak_tls, bc));
     }
     CHECK(bn - bq->n == lent + 1, "the 64 B list gave %u blocks for %u borrowing mallocs", bn - bq->n, lent + 1);
     /* A block of the class back on its page (class_wet): the next miss

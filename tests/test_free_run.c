@@ -31,32 +31,31 @@ static void *worker(void *arg) {
   (void)arg;
   unsigned x = size_class_of(4096);
   size_t xs = hak_class_size[x] - HAK_TAIL;
-  hak_bin_t *xb = bin_of(&hak_tls, x);
   void *blk[32];
   for (int round = 0; round < 50; round++) {
     for (int i = 0; i < 32; i++) CHECK((blk[i] = malloc(xs)) != NULL, "malloc(%zu)", xs);
     for (int i = 0; i < 32; i++) free(blk[i]);
   }
-  CHECK(xb->cap >= 8 && xb->count > 0, "the 4 KiB class grew to cap %u holding %u blocks", xb->cap, xb->count);
+  CHECK(bin_cap(&hak_tls, x) >= 8 && bin_count(&hak_tls, x) > 0, "the 4 KiB class grew to cap %u holding %u blocks", bin_cap(&hak_tls, x), bin_count(&hak_tls, x));
 
   static void *small[SMALL];
   for (int i = 0; i < SMALL; i++) CHECK((small[i] = malloc(64)) != NULL, "malloc(64)");
   for (int i = 0; i < SMALL; i++) free(small[i]);
-  CHECK(xb->count == 0 && xb->cap == 0, "after a run of frees the 4 KiB class holds %u blocks at cap %u", xb->count, xb->cap);
+  CHECK(bin_count(&hak_tls, x) == 0 && bin_cap(&hak_tls, x) == 0, "after a run of frees the 4 KiB class holds %u blocks at cap %u", bin_count(&hak_tls, x), bin_cap(&hak_tls, x));
 
   /* More frees of X in the run: straight back to their pages. */
   for (int i = 0; i < 4; i++) CHECK((blk[i] = malloc(xs)) != NULL, "malloc(%zu)", xs);
   for (int i = 0; i < SMALL; i++) CHECK((small[i] = malloc(64)) != NULL, "malloc(64)");
   for (int i = 0; i < SMALL; i++) free(small[i]);
   for (int i = 0; i < 4; i++) free(blk[i]);
-  CHECK(xb->count == 0 && xb->cap == 0, "X blocks freed in a run of frees were cached (%u at cap %u)", xb->count, xb->cap);
+  CHECK(bin_count(&hak_tls, x) == 0 && bin_cap(&hak_tls, x) == 0, "X blocks freed in a run of frees were cached (%u at cap %u)", bin_count(&hak_tls, x), bin_cap(&hak_tls, x));
 
   /* Allocating again ends the run: X's cap grows as before. */
   for (int round = 0; round < 20; round++) {
     for (int i = 0; i < 32; i++) CHECK((blk[i] = malloc(xs)) != NULL, "malloc(%zu)", xs);
     for (int i = 0; i < 32; i++) free(blk[i]);
   }
-  CHECK(xb->cap >= 2, "after the run the 4 KiB class grew only to cap %u", xb->cap);
+  CHECK(bin_cap(&hak_tls, x) >= 2, "after the run the 4 KiB class grew only to cap %u", bin_cap(&hak_tls, x));
   return NULL;
 }
 

@@ -3,8 +3,8 @@
  * reads the thread's bins and heap directly.
  *
  *  1. A thread that allocates and frees a few blocks of each of 32 classes
- *     (16 B .. 1 KiB) has at most 4 pages of its heap record resident
- *     (mincore): the header and one page of slots. Each class had its
+ *     (16 B .. 1 KiB) has at most the header's pages and one page of slots
+ *     of its heap record resident (mincore). Each class had its
  *     largest slot area reserved from the start, 1 KiB for each class up to
  *     256 B, so such a thread touched every page of 40 KiB.
  *  2. Slot areas under growth: bursts of random sizes in random class
@@ -30,7 +30,7 @@
 
 static size_t record_bytes(void) {
   size_t slots = 0;
-  for (unsigned c = 0; c < NCLASSES; c++) slots += hak_config.tcache_slots[c];
+  for (unsigned c = 0; c < NCLASSES; c++) slots += hak_config.tcache_slots[c] + 2; /* + NULL below, FULL at room */
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   return (sizeof(hak_heap_t) + slots * sizeof(void *) + pg - 1) / pg * pg;
 }
@@ -57,7 +57,12 @@ static void *few_classes(void *arg) {
   size_t r = resident_pages(), pg = (size_t)sysconf(_SC_PAGESIZE);
   printf("test_heap_record: 32 classes, up to 8 blocks each: %zu of %zu KiB of the heap record resident\n",
          r * pg / 1024, record_bytes() / 1024);
-  CHECK(r <= 4, "%zu pages of the heap record resident (at most 4)", r);
+  /* The header's pages and one page of slots. (A fixed 4 once: the
+   * standard build's record, with its statistics, grew to 3.6 pages, and
+   * the slot areas' NULL and FULL words (heap.h: hak_bin_t) with the area
+   * table pushed 32 classes' slots onto a fifth.) */
+  size_t header = (sizeof(hak_heap_t) + pg - 1) / pg;
+  CHECK(r <= header + 1, "%zu pages of the heap record resident (at most %zu)", r, header + 1);
   return NULL;
 }
 
@@ -65,19 +70,24 @@ static void check_areas(int round) {
   hak_tls_t *t = &hak_tls;
   hak_heap_t *h = t->heap;
   void **end = h->slot_store;
-  for (unsigned c = 0; c < NCLASSES; c++) end += hak_config.tcache_slots[c];
+  for (unsigned c = 0; c < NCLASSES; c++) end += hak_config.tcache_slots[c] + 2;
   void **prev_end = h->slot_store;
   static void *seen[1 << 16];
   size_t nseen = 0;
   for (unsigned c = 0; c < NCLASSES; c++) {
+    void **slots = bin_slots(t, c);
+    uint32_t count = bin_count(t, c), cap = bin_cap(t, c);
     hak_bin_t *b = bin_of(t, c);
-    CHECK(b->slots >= prev_end, "round %d: class %u's area overlaps the one before", round, c);
-    CHECK(b->count <= b->cap && b->cap <= h->room[c], "round %d: class %u count %u cap %u room %u", round, c,
-          b->count, b->cap, h->room[c]);
-    prev_end = b->slots + h->room[c];
+    CHECK(slots - 1 >= prev_end, "round %d: class %u's area overlaps the one before", round, c);
+    CHECK(count <= cap && cap <= h->room[c], "round %d: class %u count %u cap %u room %u", round, c,
+          count, cap, h->room[c]);
+    /* The bin's layout (heap.h: hak_bin_t): NULL below, FULL at the cap, top = ptr[-1]. */
+    CHECK(!bin_is_open(b) || (slots[-1] == NULL && slots[cap] == HAK_SLOT_FULL && b->top == b->ptr[-1]),
+          "round %d: class %u's sentinel, marker or top is wrong", round, c);
+    prev_end = slots + h->room[c] + 1;
     CHECK(prev_end <= end, "round %d: class %u's area ends past the store", round, c);
-    for (unsigned i = 0; i < b->count; i++) {
-      void *p = b->slots[i];
+    for (unsigned i = 0; i < count; i++) {
+      void *p = slots[i];
       /* The page's class, not hak_usable_size: the secure build reports a
        * size query on a free (cached) block as a double free. */
       unsigned pc = page_of(p)->cls;

@@ -103,7 +103,7 @@ static void *thread_b(void *arg)
     void *mine[N];
     unsigned own = 0;
     hak_bin_t *b = bin_of(&hak_tls, size_class_of(size2));
-    while (b->count && own < N) mine[own++] = malloc(size2);
+    while (b->top && own < N) mine[own++] = malloc(size2);
     size_t before = page_stash_bytes();
     got[0] = malloc(size2); /* a refill with no page of the class: collects A's frees first */
     CHECK(got[0] != NULL, "malloc(%zu)", size2);

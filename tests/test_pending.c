@@ -56,9 +56,8 @@ static hak_page_t *blocks_on_page(void) {
     for (unsigned i = 0; i < K; i++) free(out[i]);
     heap_flush_all(&hak_tls); /* the cache's blocks back to their pages, the pending list too */
     for (unsigned i = 0; i < n; i++) free(all[i]); /* cached (a cap of at least K / 2 after K mallocs) */
-    hak_bin_t *b = bin_of(&hak_tls, cls);
-    if (b->count) heap_return_blocks(hak_tls.heap, b->slots, b->count);
-    b->count = 0;
+    if (bin_count(&hak_tls, cls)) heap_return_blocks(hak_tls.heap, bin_slots(&hak_tls, cls), bin_count(&hak_tls, cls));
+    bin_set_count(&hak_tls, cls, 0);
     CHECK((*pend_of(&hak_tls, cls)).head == NULL, "a pending list left after the flush");
     nfree = 0;
     for (void *x = p->free; x; x = block_next(p, x)) {
@@ -90,7 +89,7 @@ static void *refill_pending(hak_page_t *p) {
     CHECK(p->used == used + nfree, "the page counts %u blocks out, not %u (pending blocks count as used)", p->used,
           used + nfree);
     CHECK(p->bump == bump, "the refill carved %td bytes while freed blocks were there", p->bump - bump);
-    CHECK(bin_of(&hak_tls, cls)->count == 0, "the refill put %u blocks in the cache", bin_of(&hak_tls, cls)->count);
+    CHECK(bin_count(&hak_tls, cls) == 0, "the refill put %u blocks in the cache", bin_count(&hak_tls, cls));
     return x;
 }
 
@@ -186,7 +185,7 @@ static void case_remote(void) {
     CHECK(in_list(got, K, x), "the refill did not take the blocks the other thread freed");
     CHECK(pend_of(&hak_tls, cls)->head != NULL && pend_of(&hak_tls, cls)->n == K - 1,
           "a list of remote frees just taken did not go pending whole (%u pending)", pend_of(&hak_tls, cls)->n);
-    CHECK(bin_of(&hak_tls, cls)->count == 0, "the refill put blocks in the cache");
+    CHECK(bin_count(&hak_tls, cls) == 0, "the refill put blocks in the cache");
     void *y[K];
     y[0] = x;
     for (unsigned i = 1; i < K; i++) {

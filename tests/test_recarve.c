@@ -71,7 +71,7 @@ int main(void) {
           "(recarve %u, block at +%td)", p->recarve, (uint8_t *)x - p->start);
     CHECK(p->free == NULL, "the page carved again kept a free list");
     CHECK(pend_of(&hak_tls, cls)->head == NULL, "the refill left a pending list");
-    unsigned cached = bin_of(&hak_tls, cls)->count;
+    unsigned cached = bin_count(&hak_tls, cls);
     CHECK(p->used == cached + 1, "the page counts %u blocks out, not %u (the cache's and x)", p->used, cached + 1);
     CHECK(p->bump == p->start + (size_t)(cached + 1) * p->bsize, "the page's bump is not past the blocks handed out");
     void *prev = x;

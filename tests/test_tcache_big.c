@@ -44,7 +44,7 @@ int main(void) {
   uint32_t events = ht_cold_events(slot, WS, STEPS, fill, &r, &hak_tls.heap->tick);
   size_t big = 0;
   unsigned first = size_class_of(64 * 1024 + 1);
-  for (unsigned c = first; c < HAK_NCLASSES; c++) big += bin_of(&hak_tls, c)->cap;
+  for (unsigned c = first; c < HAK_NCLASSES; c++) big += bin_cap(&hak_tls, c);
   long long budget = 0;
   CHECK(hak_option_get("HAKMEM_TCACHE_BUDGET", &budget) == 0, "reading the budget");
   printf("test_tcache_big: %u cold events in %u steps (%.2f a step); caps of the 64-256 KiB classes: %.1f blocks on "

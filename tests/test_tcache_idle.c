@@ -42,7 +42,6 @@ int main(void)
     CHECK(hak_tls.state == HAK_THREAD_LIVE, "no thread heap");
     unsigned x = size_class_of(4096);
     size_t xs = req(x);
-    hak_bin_t *bx = bin_of(&hak_tls, x);
 
     void *blk[64];
     for (int round = 0; round < 200; round++) {
@@ -52,9 +51,9 @@ int main(void)
         }
         for (int i = 0; i < 16; i++) free(blk[i]);
     }
-    uint32_t grown = bx->cap;
+    uint32_t grown = bin_cap(&hak_tls, x);
     CHECK(grown >= 8, "the 4 KiB class's cap grew to only %u", grown);
-    CHECK(bx->count >= 2, "the 4 KiB class's cache holds %u blocks", bx->count);
+    CHECK(bin_count(&hak_tls, x) >= 2, "the 4 KiB class's cache holds %u blocks", bin_count(&hak_tls, x));
 
     void *a = malloc(xs), *b = malloc(xs);
     CHECK(a && b, "malloc(%zu)", xs);
@@ -64,7 +63,7 @@ int main(void)
     unsigned first = size_class_of(BIG_FIRST), last = size_class_of(BIG_LAST);
     for (int round = 0; round < 60; round++)
         for (unsigned c = first; c <= last; c++) {
-            unsigned n = bin_of(&hak_tls, c)->cap + 1;
+            unsigned n = bin_cap(&hak_tls, c) + 1;
             if (n > 64) n = 64;
             for (unsigned i = 0; i < n; i++) {
                 blk[i] = malloc(req(c));
@@ -73,11 +72,11 @@ int main(void)
             for (unsigned i = 0; i < n; i++) free(blk[i]);
         }
     size_t big = 0;
-    for (unsigned c = first; c <= last; c++) big += (size_t)bin_of(&hak_tls, c)->cap * hak_class_size[c];
+    for (unsigned c = first; c <= last; c++) big += (size_t)bin_cap(&hak_tls, c) * hak_class_size[c];
     printf("test_tcache_idle: 4 KiB class cap %u after its bursts, %u after %u cold events of the classes of "
            "8-32 KiB (their caps: %zu KiB)\n",
-           grown, bx->cap, hak_tls.heap->tick, big >> 10);
-    CHECK(bx->cap < grown, "the 4 KiB class, idle since, kept its cap of %u", grown);
+           grown, bin_cap(&hak_tls, x), hak_tls.heap->tick, big >> 10);
+    CHECK(bin_cap(&hak_tls, x) < grown, "the 4 KiB class, idle since, kept its cap of %u", grown);
 
     hak_heap_t *h = hak_tls.heap;
     unsigned listed = 0, never = 0;

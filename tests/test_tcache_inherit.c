@@ -52,7 +52,7 @@ static void *grower(void *arg) {
     for (int i = 0; i < 32; i++) free(blk[i]);
   }
   s->heap = hak_tls.heap;
-  s->x_cap = bin_of(&hak_tls, x_class)->cap;
+  s->x_cap = bin_cap(&hak_tls, x_class);
   return NULL;
 }
 
@@ -61,10 +61,10 @@ static void *starter(void *arg) {
   struct seen *s = arg;
   free(malloc(16)); /* the heap */
   s->heap = hak_tls.heap;
-  s->x_cap_before = bin_of(&hak_tls, x_class)->cap;
+  s->x_cap_before = bin_cap(&hak_tls, x_class);
   void *p = malloc(hak_class_size[x_class] - HAK_TAIL);
   CHECK(p != NULL, "malloc");
-  s->x_cap = bin_of(&hak_tls, x_class)->cap;
+  s->x_cap = bin_cap(&hak_tls, x_class);
   s->cap_bytes = hak_tls.heap->cap_bytes;
   free(p);
   return NULL;
@@ -76,7 +76,7 @@ static void *consumer(void *arg) {
   free(malloc(16));
   s->heap = hak_tls.heap;
   for (int i = 0; i < GIVEN; i++) free(given[i]);
-  s->x_cap = bin_of(&hak_tls, x_class)->cap;
+  s->x_cap = bin_cap(&hak_tls, x_class);
   return NULL;
 }
 

@@ -116,7 +116,7 @@ void hak_sized_free_check(void *p, size_t n) HAK_HIDDEN;
  * the GOT, one instruction fewer on each of malloc and free than forming
  * the TLS address first. Elsewhere (aarch64, the dynamic-TLS build, C++,
  * sanitizers, which do not see that address space) a plain pointer. Only
- * the bin's fields live in TLS: b->slots points at ordinary memory. */
+ * the bin's fields live in TLS: b->ptr points at ordinary memory. */
 #if defined(__x86_64__) && defined(__SEG_FS) && !defined(__cplusplus) && !HAK_DYNAMIC_TLS && \
     !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 typedef hak_bin_t __seg_fs hak_fast_bin_t;
@@ -127,21 +127,33 @@ HAK_INLINE hak_fast_bin_t *fast_bin_at(uintptr_t off) {
   return (hak_fast_bin_t *)a;
 }
 HAK_INLINE unsigned fast_bin_off(hak_fast_bin_t *b) { return (unsigned)((uintptr_t)b - (uintptr_t)fast_bin_at(0)); }
+/* b->ptr += d (a literal): one add to memory. From C, GCC keeps the old
+ * ptr in a register and forms the new one apart, a load, an add and a
+ * store, one instruction more on each fast path. The clobber keeps it
+ * after the loads and stores around it; malloc and free are leaves. */
+_Static_assert(offsetof(hak_bin_t, ptr) == 8, "ptr at 8(bin)");
+#define FAST_PTR_STEP(b, d) \
+  __asm__ volatile("addq %1, %%fs:8(%0)" : : "r"((uintptr_t)(b)), "n"(8 * (d)) : "memory")
 #else
 typedef hak_bin_t hak_fast_bin_t;
 HAK_INLINE hak_fast_bin_t *fast_bin_at(uintptr_t off) { return (hak_bin_t *)((char *)hak_tls.bins + off); }
 HAK_INLINE unsigned fast_bin_off(hak_fast_bin_t *b) { return (unsigned)((char *)b - (char *)hak_tls.bins); }
+#define FAST_PTR_STEP(b, d) ((b)->ptr += (d))
 #endif
 
 /* malloc's miss: refill the thread's bin b (its class follows from b). */
 void *alloc_bin_slow(hak_fast_bin_t *b) HAK_HIDDEN;
 
-/* Pop from the bin at offset off (bin_off_of_class). */
+/* Pop from the bin at offset off (bin_off_of_class): the block comes from
+ * the bin itself; the load of the next top from the slot array is off the
+ * returned block's path (heap.h: hak_bin_t). */
 HAK_INLINE void *alloc_bin(unsigned off) {
   hak_fast_bin_t *b = fast_bin_at(off);
-  if (HAK_LIKELY(b->count != 0)) {
+  void *p = b->top;
+  if (HAK_LIKELY(p != NULL)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_ALLOC_FAST);
-    void *p = b->slots[--b->count];
+    b->top = b->ptr[-2];
+    FAST_PTR_STEP(b, -1);
     HAK_MARK_ALLOCATED(p);
     return p;
   }
@@ -156,8 +168,10 @@ HAK_INLINE void *alloc_class(unsigned cls) { return alloc_bin(bin_off_of_class(c
 void *alloc_bin_slow_n(hak_fast_bin_t *b, size_t n) HAK_HIDDEN;
 HAK_INLINE void *alloc_bin_n(unsigned off, size_t n) {
   hak_fast_bin_t *b = fast_bin_at(off);
-  if (HAK_LIKELY(b->count != 0)) {
-    void *p = b->slots[--b->count];
+  void *p = b->top;
+  if (HAK_LIKELY(p != NULL)) {
+    b->top = b->ptr[-2];
+    FAST_PTR_STEP(b, -1);
     canary_seal_free(p, block_check_at(off)->size, n);
     return p;
   }
@@ -197,19 +211,19 @@ _Static_assert(sizeof(hak_bin_t) == HAK_SLICE_MAP_SCALE && HAK_SLICE_MAP_SCALE =
  * (full, or of a thread without a heap): the flush, without free_slow's
  * lookups of the slice map and the segment (the class follows from b) and,
  * in the standard build, without its block-start test, which free_block
- * has passed; anything else (cap-0 sentinels: NULL, large, foreign, a
+ * has passed; anything else (sentinels without slots: NULL, large, foreign, a
  * first-class heap's block) to free_slow. */
 void free_full(void *p, hak_fast_bin_t *b) HAK_HIDDEN;
 #endif
 
-/* The bin of p's class, from the slice map (a cap-0 sentinel for pointers
- * that are not small blocks of ours). */
+/* The bin of p's class, from the slice map (a sentinel without slots for
+ * pointers that are not small blocks of ours). */
 HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
   return (hak_bin_t *)((char *)hak_tls.bins + slice_map_entry(p));
 }
 
 /* One lookup tells the block's class (or that it is not a small block of
- * ours: then the bin is a cap-0 sentinel and the push is refused). */
+ * ours: then the bin is a sentinel without slots and the push is refused). */
 HAK_INLINE void free_block(void *p) {
   const hak_slice_window_t *w; /* the standard build's check copy (registry.h) */
   uintptr_t off = slice_map_lookup(p, &w);
@@ -226,7 +240,8 @@ HAK_INLINE void free_block(void *p) {
   }
 #endif
   hak_fast_bin_t *b = fast_bin_at(off);
-  if (HAK_LIKELY(b->count < b->cap)) {
+  void **s = b->ptr;
+  if (HAK_LIKELY(*s != HAK_SLOT_FULL)) {
     HAK_OBSERVE_INC(class_of_bin_off(off), HAK_CS_FREE_FAST);
 #if HAK_SECURE
     /* The exact test on every free: block start, word and repeat. */
@@ -238,7 +253,9 @@ HAK_INLINE void free_block(void *p) {
     /* Pushed first, checked after: the check is then a tail call to a
      * leaf with every scratch register to itself, and this path saves
      * none (a failed check aborts, so the push does not matter). */
-    b->slots[b->count++] = p;
+    *s = p;
+    b->top = p;
+    FAST_PTR_STEP(b, 1);
     secure_free_fast(p, c->size);
     return;
 #elif HAK_CHECKS
@@ -249,7 +266,9 @@ HAK_INLINE void free_block(void *p) {
     }
     ((uintptr_t *)p)[1] = (uintptr_t)w;
 #endif
-    b->slots[b->count++] = p;
+    *s = p;
+    b->top = p;
+    FAST_PTR_STEP(b, 1);
     return;
   }
 #if HAK_SECURE

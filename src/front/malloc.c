@@ -99,8 +99,8 @@ uintptr_t hak_free_key = 0x9e3779b97f4a7c15u;
  * blocks straight back) on its page. A class that borrows a block hands it
  * out at once, never caches it (heap/thread.c, "Borrowing"). */
 static bool in_cache(const hak_bin_t *b, const void *p) {
-  for (uint32_t i = 0; i < b->count; i++)
-    if (b->slots[i] == p) return true;
+  for (void **s = b->ptr; s[-1]; s--) /* down to the NULL below the area */
+    if (s[-1] == p) return true;
   return false;
 }
 static bool freed_already(hak_bin_t *b, void *p) {
@@ -148,12 +148,12 @@ HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
    * of several slices with a full cache, or a pointer that failed the
    * fast test only because the check copy was not filled yet). */
   hak_bin_t *b = bin_of(&hak_tls, cls);
-  if (HAK_UNLIKELY(b->count >= b->cap)) {
+  if (HAK_UNLIKELY(!bin_room(b))) {
     free_slow(p);
     return;
   }
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-  b->slots[b->count++] = p;
+  bin_push(b, p);
 }
 
 HAK_NOINLINE void free_suspect(void *p) {
@@ -164,7 +164,7 @@ HAK_NOINLINE void free_suspect(void *p) {
   }
   /* User data that happened to equal the mark: an ordinary free. */
   ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-  if (b->count < b->cap) b->slots[b->count++] = p;
+  if (bin_room(b)) bin_push(b, p);
   else free_slow(p);
 }
 #endif
@@ -284,8 +284,8 @@ HAK_NOINLINE void free_slow(void *p) {
     size_t bsize = secure_free_check(p, &hak_block_check[cls + 1]);
     if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, bsize);
 #endif
-    /* A block of a first-class heap: its slice map entry is a cap-0
-     * sentinel, so it always comes here, and goes back to its heap. */
+    /* A block of a first-class heap: its slice map entry is a sentinel
+     * without slots, so it always comes here, and goes back to its heap. */
     if (HAK_UNLIKELY(v == HAK_UHEAP_MAP_V * HAK_SLICE_MAP_SCALE)) { /* uheap_class_block */
       if (uheap_free(p)) {
         purge_tick();
@@ -332,7 +332,7 @@ HAK_NOINLINE void secure_free_fast(void *p, size_t bsize) { secure_free_fast_inl
 HAK_NOINLINE void free_secure_paged(void *p, unsigned off) {
   secure_free_check(p, block_check_at(off));
   hak_bin_t *b = bin_of_block(p); /* free_block saw room in it */
-  b->slots[b->count++] = p;
+  bin_push(b, p);
 }
 
 void secure_reject(const char *fn, const char *problem, const void *p) {

@@ -105,7 +105,7 @@ bool block_is_live_start(const void *p) HAK_HIDDEN;
 /* The same for p whose slice map entry names a size class (free()'s fast
  * path found p's bin through it; free_checked): such an entry is only ever
  * set for the slices of a class page of a small segment (segment.c,
- * page_init; a first-class heap's pages have the cap-0 entry until the heap
+ * page_init; a first-class heap's pages have a slotless sentinel's entry until the heap
  * hands them over), and it goes back to the large-run or zero entry before
  * the slices are reused or unmapped, so the registry and the segment's magic
  * and kind are not read again: the slice's page record decides.

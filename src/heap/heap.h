@@ -1,7 +1,8 @@
 /* heap.h — the per-thread heap.
  *
  * The part the fast paths touch lives in TLS (hak_tls): per size class an
- * array cache of free blocks, popped by malloc and pushed by free. Everything
+ * array cache of free blocks, popped by malloc and pushed by free, seen
+ * through its top block and the address of its next slot (hak_bin_t). Everything
  * else (page lists, the remote-page stack) is in a hak_heap_t drawn from a
  * pool and recycled, never unmapped, because other threads may still signal
  * a heap shortly after its thread has exited. */
@@ -15,11 +16,51 @@
 #include "segment/page_cache.h"
 #include "stats/stats.h"
 
+/* A class cache: a LIFO stack of free blocks in the heap record's slot
+ * store (heap/tcache.c, "Slots"), seen from TLS through two words, so that
+ * malloc returns a block held in the bin itself and never waits for a load
+ * from the slot array (which, at an address that moves over the whole 4 KiB
+ * range as the stack moves, can wait on the program's pending stores of a
+ * memset: 4K aliasing; reports/old27/churnfill.md, 0.93 of the CPU time on
+ * churn_fill as a prototype):
+ * - `top` is the block malloc hands out next, a copy of ptr[-1]; NULL when
+ *   the cache is empty (a NULL word sits below every slot area);
+ * - `ptr` is &slots[count], where free stores the next block; the word at
+ *   slots[cap] is HAK_SLOT_FULL, so free's room test is one compare of the
+ *   word it is about to write.
+ * malloc: p = top; if (!p) miss; ptr--; top = ptr[-1].
+ * free:   if (*ptr == FULL) miss; *ptr++ = p; top = p.
+ * count and cap are the cold side's: count = ptr - the area's base, both
+ * base and cap in the heap record (h->area, bin_count and bin_cap below). A
+ * bin without a slot area (no heap, a class not yet used, the two
+ * sentinels below) points into hak_no_slots: top NULL, *ptr FULL.
+ * (x86_64, front.h: malloc is 7 instructions from the bin's offset to ret,
+ * as with {slots, count, cap}; free one fewer.) */
 typedef struct hak_bin {
-  void   **slots;    /* LIFO stack of free blocks */
-  uint32_t count;
-  uint32_t cap;      /* 0 until the thread's heap exists, and after it is gone */
+  void  *top;        /* ptr[-1]: the block the next malloc returns, NULL if none */
+  void **ptr;        /* &slots[count]; *ptr == HAK_SLOT_FULL when count == cap */
 } hak_bin_t;
+
+/* The word at slots[cap]: never a block (blocks are 16-byte aligned). */
+#define HAK_SLOT_FULL ((void *)1)
+/* {NULL, FULL}: the area of a bin without one (&hak_no_slots[1]). */
+extern void *const hak_no_slots[2] HAK_HIDDEN;
+#define HAK_BIN_NONE ((hak_bin_t){NULL, (void **)&hak_no_slots[1]})
+
+/* The bin operations the cold side shares with the fast paths (front.h has
+ * its own, through the thread pointer). Valid for any bin, with or without
+ * a heap. */
+HAK_INLINE bool bin_room(const hak_bin_t *b) { return *b->ptr != HAK_SLOT_FULL; }
+HAK_INLINE void bin_push(hak_bin_t *b, void *p) {
+  *b->ptr++ = p;
+  b->top = p;
+}
+/* b->top != NULL */
+HAK_INLINE void *bin_pop(hak_bin_t *b) {
+  void *p = b->top;
+  b->top = (--b->ptr)[-1];
+  return p;
+}
 
 enum { HAK_THREAD_NEW = 0, HAK_THREAD_LIVE = 1, HAK_THREAD_DEAD = 2 };
 
@@ -44,8 +85,9 @@ typedef struct hak_pend {
 
 /* bins[v] is indexed by the slice map's value v (see guard/registry.h):
  * v == 0 (not a small block of ours, or not known yet) and v ==
- * HAK_CLASS_NONE + 1 (large) are sentinels with cap 0, so those pointers miss
- * the cache and take the slow path without a branch of their own. */
+ * HAK_CLASS_NONE + 1 (large) are sentinels without slots (HAK_BIN_NONE), so
+ * those pointers miss the cache and take the slow path without a branch of
+ * their own. */
 typedef struct hak_tls {
   hak_bin_t   bins[HAK_NCLASSES + 2];
   hak_heap_t *heap;
@@ -86,6 +128,15 @@ extern __thread hak_tls_t hak_tls HAK_HIDDEN __attribute__((tls_model("initial-e
 #endif
 
 typedef struct hak_page_list { hak_page_t *head, *tail; } hak_page_list_t;
+
+/* The owner's class caches as the cold side sees them (hak_bin_t, and
+ * heap/tcache.c "Slots"): each area's base (slots[0]; NULL below it) and
+ * cap (FULL at slots[cap]), both on one line for the flush. */
+typedef struct hak_area {
+  void   **slots;
+  uint32_t cap;
+  uint32_t spare_;
+} hak_area_t;
 
 struct hak_heap {
   hak_page_list_t avail[HAK_NCLASSES];  /* pages with blocks to hand out; head is current */
@@ -174,9 +225,56 @@ struct hak_heap {
    * by its thread only (hak_stat_mine, stats/stats.h). */
   hak_counters_t stats;
 #endif
+  /* Last in the record: fields inserted among the ones above have cost
+   * xmalloc 13-20% before. (As a table after the slot areas instead, the
+   * record's end, it cost a resident page more per thread: test_heap_record.) */
+  hak_area_t  area[HAK_NCLASSES];
 };
 
 _Static_assert(sizeof(hak_pend_t) == sizeof(hak_bin_t), "pend[] is indexed by bin offsets");
+
+HAK_INLINE hak_area_t *heap_area(hak_heap_t *h, unsigned c) { return &h->area[c]; }
+HAK_INLINE void **area_slots(hak_heap_t *h, unsigned c) { return h->area[c].slots; }
+HAK_INLINE void area_set_slots(hak_heap_t *h, unsigned c, void **s) { h->area[c].slots = s; }
+
+/* The cold side's view of class c's cache of thread t, which has a heap.
+ * A class's bin points into its area only from the class's first miss on
+ * (bin_open): until then it is HAK_BIN_NONE, and the area's words (the
+ * NULL below it, FULL at the cap) are not written, so that a thread that
+ * uses a few classes touches the pages of their areas only, as before the
+ * words existed (test_heap_record). */
+HAK_INLINE bool bin_is_open(const hak_bin_t *b) { return b->ptr != (void **)&hak_no_slots[1]; }
+HAK_INLINE void **bin_slots(hak_tls_t *t, unsigned c) { return area_slots(t->heap, c); }
+HAK_INLINE uint32_t bin_count(hak_tls_t *t, unsigned c) {
+  hak_bin_t *b = bin_of(t, c);
+  return bin_is_open(b) ? (uint32_t)(b->ptr - area_slots(t->heap, c)) : 0;
+}
+HAK_INLINE uint32_t bin_cap(hak_tls_t *t, unsigned c) { return heap_area(t->heap, c)->cap; }
+/* The area's words, and the bin pointed at it, empty. */
+HAK_INLINE void bin_open(hak_tls_t *t, unsigned c) {
+  hak_bin_t *b = bin_of(t, c);
+  if (HAK_LIKELY(bin_is_open(b))) return;
+  void **s = area_slots(t->heap, c);
+  s[-1] = NULL;
+  s[heap_area(t->heap, c)->cap] = HAK_SLOT_FULL;
+  *b = (hak_bin_t){NULL, s};
+}
+/* The cache now holds its area's first n slots. */
+HAK_INLINE void bin_set_count(hak_tls_t *t, unsigned c, uint32_t n) {
+  bin_open(t, c);
+  hak_bin_t *b = bin_of(t, c);
+  b->ptr = area_slots(t->heap, c) + n;
+  b->top = b->ptr[-1]; /* the NULL below the area when n == 0 */
+}
+/* The marker moves to the new cap (count <= cap, within the area's room). */
+HAK_INLINE void bin_set_cap(hak_tls_t *t, unsigned c, uint32_t cap) {
+  if (bin_is_open(bin_of(t, c))) {
+    void **s = area_slots(t->heap, c);
+    s[heap_area(t->heap, c)->cap] = NULL;
+    s[cap] = HAK_SLOT_FULL;
+  }
+  heap_area(t->heap, c)->cap = cap;
+}
 /* The pending list of class cls of thread t (which has a heap). */
 HAK_INLINE hak_pend_t *pend_of(hak_tls_t *t, unsigned cls) { return &t->heap->pend[cls + 1]; }
 
@@ -321,9 +419,9 @@ void tcache_drain_event(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
  * whether the fast paths have touched it since. */
 HAK_INLINE void tcache_seen(hak_tls_t *t, unsigned c) {
   hak_bin_t *b = bin_of(t, c);
-  t->heap->seen_count[c] = (uint16_t)b->count;
+  t->heap->seen_count[c] = (uint16_t)bin_count(t, c);
   /* An empty cache: the pending list's head, which every pop changes. */
-  t->heap->seen_top[c] = b->count ? b->slots[b->count - 1] : pend_of(t, c)->head;
+  t->heap->seen_top[c] = b->top ? b->top : pend_of(t, c)->head;
 }
 /* Publish the thread's caps to the statistics (thread exit). */
 void tcache_publish(hak_tls_t *t) HAK_HIDDEN;

@@ -177,6 +177,7 @@ static hak_heap_t *vanished_heap(int self) {
 static size_t heap_bytes(void) {
   size_t slots = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) slots += hak_config.tcache_slots[c];
+  slots += 2 * HAK_NCLASSES; /* per area, the NULL below it and the FULL word at its room (heap.h: hak_bin_t) */
   return align_up(sizeof(hak_heap_t) + slots * sizeof(void *), os_page_size());
 }
 

@@ -1,8 +1,10 @@
 /* tcache.c — how many blocks each class cache of a thread may hold (its cap).
  *
- * The fast paths compare a cache's count with its cap and nothing else; every
- * decision here runs on the cold side, at a refill (count was 0) or a flush
- * (count was cap), so malloc and free pay nothing for it.
+ * The fast paths test a cache's top block (malloc) or the FULL word at
+ * slots[cap] (free) and nothing else (heap.h: hak_bin_t); every decision
+ * here runs on the cold side, at a refill (count was 0) or a flush (count
+ * was cap), so malloc and free pay nothing for it. A cap change moves the
+ * FULL word (bin_set_cap).
  *
  * - Start small: a new thread's class caches hold HAK_TCACHE_START_BYTES each
  *   (none for classes above that size), so a thread that touches a class once
@@ -97,7 +99,13 @@
  * resident, now 20). A cap growing past its room moves the areas of the
  * classes after it up by the difference, their live slots only, and
  * re-points their bins: a cold event, at most one per doubling of a cap, and the fast
- * paths see only b->slots, as before. Rooms never shrink, not even when
+ * paths see only b->ptr, as before. Each area has a word below it (NULL:
+ * malloc's next top when one block is left) and one above its room (for
+ * FULL at a cap equal to the room); a class's words are written at its
+ * first miss (heap.h: bin_open), so unused classes' areas stay untouched.
+ * A move leaves the old FULL word behind, which may now lie below the
+ * cap: a free that meets it goes to the cold side (heap_flush_free), which
+ * goes by count and cap and pushes over it. Rooms never shrink, not even when
  * the heap is handed to a new thread ("Inherited caps"), so the sum of
  * rooms stays within the store: each room is at most the class's
  * tcache_slots. */
@@ -140,12 +148,12 @@
 #define LRU_OFF 255
 _Static_assert(HAK_NCLASSES < LRU_OFF, "class links are bytes; HAK_NCLASSES is the null link");
 
-static void lru_init(hak_tls_t *t, hak_heap_t *h) {
+static void lru_init(hak_heap_t *h) {
   unsigned last = HAK_NCLASSES;
   h->lru_first = HAK_NCLASSES;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     h->lru_prev[c] = h->lru_next[c] = LRU_OFF;
-    if (bin_of(t, c)->cap == 0) continue;
+    if (heap_area(h, c)->cap == 0) continue; /* (t->heap is not set yet) */
     h->lru_prev[c] = (uint8_t)last;
     h->lru_next[c] = HAK_NCLASSES;
     if (last < HAK_NCLASSES) h->lru_next[last] = (uint8_t)c; else h->lru_first = (uint8_t)c;
@@ -179,10 +187,11 @@ static void lru_touch(hak_heap_t *h, unsigned c) {
 static void slots_layout(hak_tls_t *t, hak_heap_t *h) {
   void **s = h->slot_store;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_bin_t *b = bin_of(t, c);
-    b->slots = s;
-    if (h->room[c] < b->cap) h->room[c] = (uint16_t)b->cap;
-    s += h->room[c];
+    s++; /* below the area: the NULL that is malloc's top when one block is left */
+    area_set_slots(h, c, s);
+    if (h->room[c] < heap_area(h, c)->cap) h->room[c] = (uint16_t)heap_area(h, c)->cap;
+    *bin_of(t, c) = HAK_BIN_NONE; /* its words are written at its first miss (heap.h: bin_open) */
+    s += h->room[c] + 1; /* + the word for FULL at a cap equal to the room */
   }
 }
 
@@ -193,8 +202,14 @@ static void slots_widen(hak_tls_t *t, unsigned c, uint32_t want) {
   size_t delta = want - h->room[c];
   for (unsigned k = HAK_NCLASSES - 1; k > c; k--) { /* from the top: nothing is overwritten before it moves */
     hak_bin_t *b = bin_of(t, k);
-    if (b->count) memmove(b->slots + delta, b->slots, (size_t)b->count * sizeof(void *));
-    b->slots += delta;
+    void **s = area_slots(h, k);
+    area_set_slots(h, k, s + delta);
+    if (!bin_is_open(b)) continue; /* no words yet */
+    if (b->top) memmove(s + delta, s, (size_t)(b->ptr - s) * sizeof(void *));
+    s += delta;
+    s[-1] = NULL;
+    s[heap_area(h, k)->cap] = HAK_SLOT_FULL;
+    b->ptr += delta; /* top, the same block, stays */
   }
   h->room[c] = (uint16_t)want;
 }
@@ -205,10 +220,9 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
   h->next_step = HAK_LEARN_PERIOD;
   h->free_run = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_bin_t *b = bin_of(t, c);
     uint32_t start = hak_config.tcache_start[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
-    b->cap = start < max ? start : max;
-    h->cap_bytes += (size_t)b->cap * hak_class_size[c];
+    heap_area(h, c)->cap = start < max ? start : max; /* (slots_layout places the marker) */
+    h->cap_bytes += (size_t)heap_area(h, c)->cap * hak_class_size[c];
     h->last_use[c] = 0;
     h->refills[c] = h->flushes[c] = 0;
     __atomic_store_n(&h->collects[c], 0, __ATOMIC_RELAXED);
@@ -218,12 +232,12 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
     h->seen_top[c] = NULL;
   }
   slots_layout(t, h);
-  lru_init(t, h);
+  lru_init(h);
 }
 
 static bool class_untouched(hak_tls_t *t, unsigned c) {
   hak_bin_t *b = bin_of(t, c);
-  return b->count == t->heap->seen_count[c] && (b->count ? b->slots[b->count - 1] : pend_of(t, c)->head) == t->heap->seen_top[c];
+  return bin_count(t, c) == t->heap->seen_count[c] && (b->top ? b->top : pend_of(t, c)->head) == t->heap->seen_top[c];
 }
 
 static void class_seen_used(hak_tls_t *t, unsigned c) {
@@ -235,16 +249,17 @@ static void class_seen_used(hak_tls_t *t, unsigned c) {
 
 /* Lower a class's cap, sending the oldest blocks beyond it back to their pages. */
 static void class_shrink(hak_tls_t *t, unsigned c, uint32_t cap) {
-  hak_bin_t *b = bin_of(t, c);
-  if (cap >= b->cap) return;
-  if (b->count > cap) {
-    unsigned k = b->count - cap;
-    heap_return_blocks(t->heap, b->slots, k);
-    memmove(b->slots, b->slots + k, (size_t)cap * sizeof(void *));
-    b->count = cap;
+  uint32_t old = bin_cap(t, c), count = bin_count(t, c);
+  if (cap >= old) return;
+  if (count > cap) {
+    unsigned k = count - cap;
+    void **s = bin_slots(t, c);
+    heap_return_blocks(t->heap, s, k);
+    memmove(s, s + k, (size_t)cap * sizeof(void *));
+    bin_set_count(t, c, cap);
   }
-  t->heap->cap_bytes -= (size_t)(b->cap - cap) * hak_class_size[c];
-  b->cap = cap;
+  t->heap->cap_bytes -= (size_t)(old - cap) * hak_class_size[c];
+  bin_set_cap(t, c, cap);
   t->heap->heat[c] = 0;
 }
 
@@ -267,7 +282,7 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
     if (h->tick < HAK_STEAL_AGE) return;
     for (unsigned c = h->lru_first, next; c < HAK_NCLASSES && h->last_use[c] <= oldest; c = next) {
       next = h->lru_next[c];
-      if (c == except || bin_of(t, c)->cap == 0) continue;
+      if (c == except || bin_cap(t, c) == 0) continue;
       if (class_untouched(t, c)) {
         victim = c;
         break;
@@ -277,7 +292,7 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
       class_seen_used(t, c);
     }
     if (victim == HAK_NCLASSES) return;
-    class_shrink_idle(t, victim, bin_of(t, victim)->cap / 2);
+    class_shrink_idle(t, victim, bin_cap(t, victim) / 2);
   }
 }
 
@@ -285,8 +300,7 @@ static void make_room(hak_tls_t *t, unsigned except, size_t need) {
  * as far toward it as the budget allows once idle classes gave room. */
 static void class_raise(hak_tls_t *t, unsigned c, uint32_t want) {
   hak_heap_t *h = t->heap;
-  hak_bin_t *b = bin_of(t, c);
-  uint32_t cap = b->cap;
+  uint32_t cap = bin_cap(t, c);
   size_t size = hak_class_size[c], budget = __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED);
   if (h->cap_bytes + (want - cap) * size > budget) {
     make_room(t, c, (want - cap) * size);
@@ -296,14 +310,14 @@ static void class_raise(hak_tls_t *t, unsigned c, uint32_t want) {
   }
   slots_widen(t, c, want);
   h->cap_bytes += (want - cap) * size;
-  b->cap = want;
+  bin_set_cap(t, c, want);
   h->heat[c] = 0;
   HAK_STAT_MAX(hak_cap_max[c], want);
 }
 
 /* Double the class's cap, to at most `limit` and the class maximum. */
 static void class_grow(hak_tls_t *t, unsigned c, uint32_t limit) {
-  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = bin_of(t, c)->cap;
+  uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED), cap = bin_cap(t, c);
   if (max > limit) max = limit;
   if (cap >= max) return;
   uint32_t want = cap ? 2 * cap : 1;
@@ -319,7 +333,7 @@ static void learner_step(hak_tls_t *t, bool learn) {
     unsigned collects = __atomic_load_n(&h->collects[c], __ATOMIC_RELAXED); /* a collector's (heap.c) */
     if (events + collects == 0 && class_untouched(t, c)) {
       if (h->idle_steps[c] < 255) h->idle_steps[c]++;
-      uint32_t cap = bin_of(t, c)->cap, start = hak_config.tcache_start[c];
+      uint32_t cap = bin_cap(t, c), start = hak_config.tcache_start[c];
       if (h->idle_steps[c] >= 2 && cap > start) class_shrink_idle(t, c, cap / 2 > start ? cap / 2 : start);
     } else {
       h->idle_steps[c] = 0;
@@ -340,7 +354,7 @@ HAK_INLINE bool free_run_class(unsigned c) { return hak_class_size[c] >= HAK_FRE
 
 static void free_run_trim(hak_tls_t *t) {
   for (unsigned c = 0; c < HAK_NCLASSES; c++)
-    if (free_run_class(c) && bin_of(t, c)->cap) class_shrink(t, c, 0);
+    if (free_run_class(c) && bin_cap(t, c)) class_shrink(t, c, 0);
 }
 
 void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
@@ -352,12 +366,11 @@ void tcache_cold_event(hak_tls_t *t, unsigned c, bool refill) {
   if (refill) { if (h->refills[c] < UINT16_MAX) h->refills[c]++; }
   else if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
   /* hak_option_set may have lowered the class maximum or the budget. */
-  hak_bin_t *b = bin_of(t, c);
   uint32_t max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
-  if (HAK_UNLIKELY(first) && refill && h->room[c] > b->cap) /* "Inherited caps" */
+  if (HAK_UNLIKELY(first) && refill && h->room[c] > heap_area(h, c)->cap) /* "Inherited caps" */
     class_raise(t, c, h->room[c] < max ? h->room[c] : max);
-  if (b->cap > max) class_shrink(t, c, max);
-  if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, b->cap / 2);
+  if (heap_area(h, c)->cap > max) class_shrink(t, c, max);
+  if (HAK_UNLIKELY(h->cap_bytes > __atomic_load_n(&hak_config.tcache_budget, __ATOMIC_RELAXED))) class_shrink(t, c, heap_area(h, c)->cap / 2);
   if (refill) {
     h->free_run = 0;
   } else if (h->free_run < HAK_FREE_RUN) {
@@ -379,12 +392,11 @@ void tcache_drain_event(hak_tls_t *t, unsigned c) {
   h->last_use[c] = h->tick;
   lru_touch(h, c);
   if (h->flushes[c] < UINT16_MAX) h->flushes[c]++;
-  hak_bin_t *b = bin_of(t, c);
-  uint32_t want = HAK_DRAIN_BYTES / hak_class_size[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
+  uint32_t cap = bin_cap(t, c), want = HAK_DRAIN_BYTES / hak_class_size[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
   if (want > max) want = max;
-  if (b->cap > want) {
+  if (cap > want) {
     class_shrink(t, c, want);
-  } else if (b->cap < want && ++h->heat[c] >= HAK_GROW_EVENTS) {
+  } else if (cap < want && ++h->heat[c] >= HAK_GROW_EVENTS) {
     class_grow(t, c, want); /* not past want: its slot area would keep the excess */
   }
 }
@@ -393,7 +405,7 @@ void tcache_publish(hak_tls_t *t) {
   (void)t;
 #if HAK_STATS
   for (unsigned c = 0; c < HAK_NCLASSES; c++)
-    atomic_store_explicit(&hak_cap_last[c], bin_of(t, c)->cap, memory_order_relaxed);
+    atomic_store_explicit(&hak_cap_last[c], bin_cap(t, c), memory_order_relaxed);
 #endif
 }
 
@@ -401,6 +413,6 @@ size_t heap_thread_cached_bytes(void) {
   hak_tls_t *t = &hak_tls;
   size_t n = 0;
   if (t->state != HAK_THREAD_LIVE) return 0;
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) n += (size_t)bin_of(t, c)->count * hak_class_size[c];
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) n += (size_t)bin_count(t, c) * hak_class_size[c];
   return n;
 }

@@ -30,7 +30,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-__thread hak_tls_t hak_tls;
+void *const hak_no_slots[2] = {NULL, HAK_SLOT_FULL};
+/* Initialised (.tdata, not .tbss): a new thread's bins must already send
+ * free to its miss, which a zero `ptr` would not (heap.h: hak_bin_t). */
+__thread hak_tls_t hak_tls = {.bins = {[0 ... HAK_NCLASSES + 1] = {NULL, (void **)&hak_no_slots[1]}}};
 
 static hak_lock_t shared_lock = HAK_LOCK_NAMED("shared_heap");
 static hak_heap_t shared_heap;
@@ -62,7 +65,7 @@ static void thread_exit(void *arg) {
   heap_flush_all(t);
   /* From here on this thread allocates from the shared heap and frees
    * remotely: other TLS destructors may still run after this one. */
-  for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) t->bins[v] = (hak_bin_t){0};
+  for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) t->bins[v] = HAK_BIN_NONE;
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
   HAK_STAT_OWN(NULL); /* before h goes back: another thread may take it */
@@ -91,8 +94,6 @@ bool thread_heap_init(hak_tls_t *t) {
   if (!h) return false;
   heap_lock(h); /* a collector may look at a recycled heap */
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_bin_t *b = bin_of(t, c);
-    b->count = 0;
     h->batch[c] = 4;
     h->allocates[c] = 0; /* a recycled heap starts afresh */
     h->drain[c] = 0;
@@ -240,7 +241,8 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   *cold = true;
   if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) return shared_alloc(cls);
   hak_bin_t *b = bin_of(t, cls);
-  if (b->count) return b->slots[--b->count];
+  if (b->top) return bin_pop(b);
+  bin_open(t, cls);
   void *p;
   hak_heap_t *h = t->heap;
   /* The class found its pages without a free block last time, and nothing
@@ -256,22 +258,24 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   h->drain[cls] |= 1;
   if (h->refill_run[cls] < UINT8_MAX) h->refill_run[cls]++;
   tcache_cold_event(t, cls, true);
-  if (HAK_UNLIKELY(b->cap == 0)) return heap_take(h, cls, &p, 1, NULL, true) ? p : NULL;
+  uint32_t cap = heap_area(h, cls)->cap;
+  if (HAK_UNLIKELY(cap == 0)) return heap_take(h, cls, &p, 1, NULL, true) ? p : NULL;
   /* Slow start: a thread that needs few blocks of a class carves (and at
    * exit writes to) few; one that keeps refilling gets half a cache each time. */
-  unsigned half = b->cap / 2 ? b->cap / 2 : 1;
+  unsigned half = cap / 2 ? cap / 2 : 1;
   unsigned want = h->batch[cls] < half ? h->batch[cls] : half;
   if (h->batch[cls] < half) h->batch[cls] = (uint16_t)(2 * h->batch[cls] < half ? 2 * h->batch[cls] : half);
   hak_pend_t *q = pend_of(t, cls);
   unsigned lender = borrow_lender(t, cls);
-  unsigned n = heap_take(h, cls, b->slots, want, q, lender == 0);
+  void **slots = heap_area(h, cls)->slots;
+  unsigned n = heap_take(h, cls, slots, want, q, lender == 0);
   if (!n && !q->head && lender) {
     atomic_store_explicit(&h->dry[cls], 1, memory_order_relaxed);
     if ((p = borrow_block(t, cls, lender))) {
       tcache_seen(t, cls);
       return p;
     }
-    n = heap_take(h, cls, b->slots, want, q, true);
+    n = heap_take(h, cls, slots, want, q, true);
   }
   if (!n) {
     if (!q->head) return NULL;
@@ -280,9 +284,12 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
     tcache_seen(t, cls);
     return p;
   }
-  b->count = n - 1;
-  tcache_seen(t, cls);
-  return b->slots[n - 1];
+  /* bin_set_count and tcache_seen, from what is at hand (open above) */
+  b->ptr = slots + n - 1;
+  b->top = slots[(int)n - 2]; /* the NULL below the area when n == 1 */
+  h->seen_count[cls] = (uint16_t)(n - 1);
+  h->seen_top[cls] = n > 1 ? b->top : q->head;
+  return slots[n - 1];
 }
 
 /* Drain. A class this thread only frees, and only other threads' blocks
@@ -305,38 +312,54 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   hak_heap_t *h = t->heap;
   /* A class with a pending list allocates from it (no refill counted). */
   bool drain = h->drain[cls] == 2 && !pend_of(t, cls)->head;
-  if (b->count >= b->cap) {
+  /* The count, not bin_room: a stale FULL word below the cap (an area
+   * moved or laid out again, tcache.c) only sends a free here, to be
+   * pushed over. */
+  bin_open(t, cls);
+  hak_area_t *a = heap_area(h, cls);
+  void **slots = a->slots;
+  uint32_t count = (uint32_t)(b->ptr - slots);
+  if (count >= a->cap) {
     if (drain) tcache_drain_event(t, cls);
     else tcache_cold_event(t, cls, false);
+    /* The events may have changed all three: another class's growth
+     * moves the areas above its own (tcache.c, slots_widen). */
+    slots = a->slots;
+    count = (uint32_t)(b->ptr - slots);
   }
-  if (b->count < b->cap) { /* the heap was just created, or the cap grew */
-    b->slots[b->count++] = p;
+  uint32_t cap = a->cap;
+  if (count < cap) { /* the heap was just created, or the cap grew */
+    bin_push(b, p);
     tcache_seen(t, cls);
     return;
   }
-  if (HAK_UNLIKELY(b->cap == 0)) {
+  if (HAK_UNLIKELY(cap == 0)) {
     h->drain[cls] = heap_return_blocks(h, &p, 1) ? 2 : 0;
     return;
   }
   h->refill_run[cls] = 0;
   pend_of(t, cls)->lend = 0;
   /* Flush the older half: the newer blocks are the ones still warm in cache. */
-  unsigned k = drain ? b->count : b->count - b->cap / 2;
-  h->drain[cls] = heap_return_blocks(h, b->slots, k) == k ? 2 : 0;
-  memmove(b->slots, b->slots + k, (size_t)(b->count - k) * sizeof(void *));
-  b->count -= k;
-  b->slots[b->count++] = p;
-  tcache_seen(t, cls); /* (the flush is counted in heap_return_blocks) */
+  unsigned k = drain ? count : count - cap / 2;
+  h->drain[cls] = heap_return_blocks(h, slots, k) == k ? 2 : 0;
+  if (count > k) memmove(slots, slots + k, (size_t)(count - k) * sizeof(void *)); /* (a drain keeps none) */
+  count -= k;
+  slots[count] = p;
+  b->ptr = slots + count + 1;
+  b->top = p;
+  /* tcache_seen, from what is at hand (the flush is counted in heap_return_blocks) */
+  h->seen_count[cls] = (uint16_t)(count + 1);
+  h->seen_top[cls] = p;
 }
 
 void heap_flush_all(hak_tls_t *t) {
   if (t->state != HAK_THREAD_LIVE) return;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    hak_bin_t *b = bin_of(t, c);
     if (pend_of(t, c)->head) heap_return_pending(t->heap, pend_of(t, c));
-    if (!b->count) continue;
-    heap_return_blocks(t->heap, b->slots, b->count);
-    b->count = 0;
+    uint32_t n = bin_count(t, c);
+    if (!n) continue;
+    heap_return_blocks(t->heap, bin_slots(t, c), n);
+    bin_set_count(t, c, 0);
   }
   heap_collect_remote(t->heap);
 }

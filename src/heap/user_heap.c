@@ -10,7 +10,7 @@
  * destroy), which is what lets destroy drop whole pages without looking at
  * a single block:
  *  - its class pages carry the large sentinel in the slice map
- *    (HAK_UHEAP_MAP_V): free()'s fast path meets a cap-0 bin and goes to
+ *    (HAK_UHEAP_MAP_V): free()'s fast path meets a bin without slots and goes to
  *    free_slow, which sees a class in the segment's slice_cls under a
  *    sentinel entry and calls uheap_free; the fast path costs what it did;
  *  - its large pages have owner == the heap (ordinary large pages have

@@ -13,7 +13,7 @@
 enum { HAK_UHEAP_NONE = 0, HAK_UHEAP_LIVE = 1, HAK_UHEAP_DYING = 2, HAK_UHEAP_GONE = 3 };
 
 /* The slice-map value of a first-class heap's class pages: the large
- * sentinel's (bin index HAK_CLASS_NONE + 1, a cap-0 bin), so free()'s fast
+ * sentinel's (bin index HAK_CLASS_NONE + 1, a bin without slots), so free()'s fast
  * path never caches their blocks and sends them to free_slow; the segment's
  * own slice_cls still says the class, which is how free_slow tells them from
  * large blocks. */
