@@ -1,4 +1,4 @@
-/* bench_xmalloc PRODUCERS CONSUMERS BATCHES [SIZE [BATCH [DEPTH]]]
+/* bench_xmalloc PRODUCERS CONSUMERS BATCHES [SIZE [BATCH [DEPTH [PIN]]]]
  *
  * Batches of blocks handed from producer threads to consumer threads through
  * one mutex-protected queue (the shape of the xmalloc-test program).  Each
@@ -14,11 +14,24 @@
  * Operations = 2 * PRODUCERS * BATCHES * (BATCH + 1) (a malloc and a free per
  * block and per holder).  The checksum sums the bytes the consumers read; it
  * does not depend on which consumer got which batch.
+ *
+ * PIN (default 0) = 1 pins every producer to the first CPU the process may
+ * run on and every consumer to the second (pthread_setaffinity_np, each
+ * thread at its start): every block then crosses cores, whatever the
+ * scheduler would have done. Unpinned, the scheduler decides where the
+ * threads run and the runs are bimodal: threads sharing one CPU keep every
+ * block in that core's caches, producers and consumers on two cores pay
+ * for every block's trip, and a loaded host mixes the two from run to
+ * run. The runner's row does not pin (it measures what a program gets);
+ * PIN isolates the cross-core mode for an A/B comparison (`taskset -c 0`
+ * gives the other mode). A process allowed one CPU only pins both there;
+ * the result line's pin_producers= and pin_consumers= say where they ran.
  */
 #include "bench_common.h"
 #include <pthread.h>
+#include <sched.h>
 
-static const char *USAGE = "PRODUCERS CONSUMERS BATCHES [SIZE [BATCH [DEPTH]]]";
+static const char *USAGE = "PRODUCERS CONSUMERS BATCHES [SIZE [BATCH [DEPTH [PIN]]]]";
 static const char *prog = "bench_xmalloc";
 
 struct batch {
@@ -37,6 +50,7 @@ static struct {
             NULL, NULL, 0, 0, 0 };
 
 static uint64_t n_batches, block_size, batch_len;
+static int pin_cpu[2] = { -1, -1 }; /* producers', consumers' CPU with PIN=1 */
 static pthread_barrier_t start;
 
 static void queue_put(struct batch *b)
@@ -81,10 +95,24 @@ static void producer_done(void)
     pthread_mutex_unlock(&queue.lock);
 }
 
+/* PIN=1: the calling thread onto CPU cpu (a failure ends the run: a run
+ * that was asked to pin and did not would measure the other mode). */
+static void pin_to(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0)
+        bench_die(prog, "PIN: pthread_setaffinity_np failed");
+}
+
 static void *producer(void *arg)
 {
     uint64_t index = (uint64_t)(uintptr_t)arg;
     size_t holder = sizeof(struct batch) + batch_len * sizeof(unsigned char *);
+    pin_to(pin_cpu[0]);
     bench_start_wait(&start);
     for (uint64_t n = 0; n < n_batches; n++) {
         struct batch *b = malloc(holder);
@@ -111,6 +139,7 @@ static void *consumer(void *arg)
     uint64_t *checksum = arg;
     uint64_t sum = 0;
     struct batch *b;
+    pin_to(pin_cpu[1]);
     bench_start_wait(&start);
     while ((b = queue_take()) != NULL) {
         for (uint64_t i = 0; i < b->count; i++) {
@@ -126,7 +155,7 @@ static void *consumer(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (argc < 4 || argc > 7) {
+    if (argc < 4 || argc > 8) {
         fprintf(stderr, "usage: %s %s\n", prog, USAGE);
         return 2;
     }
@@ -136,11 +165,22 @@ int main(int argc, char **argv)
     block_size = argc >= 5 ? bench_arg_size(prog, USAGE, argv[4]) : 64;
     batch_len = argc >= 6 ? bench_arg_u64(prog, USAGE, argv[5]) : 4096;
     uint64_t depth = argc >= 7 ? bench_arg_u64(prog, USAGE, argv[6]) : 16;
+    uint64_t pin = argc >= 8 ? bench_arg_u64(prog, USAGE, argv[7]) : 0;
     if (producers == 0 || producers > 512 || consumers == 0 || consumers > 512 ||
         block_size == 0 || block_size > (1u << 30) || batch_len == 0 ||
-        batch_len > (1u << 24) || depth == 0)
+        batch_len > (1u << 24) || depth == 0 || pin > 1)
         bench_die(prog, "need PRODUCERS and CONSUMERS 1..512, SIZE 1..1G, BATCH 1..2^24, "
-                        "DEPTH >= 1");
+                        "DEPTH >= 1, PIN 0 or 1");
+    if (pin) {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof(set), &set) != 0)
+            bench_die(prog, "PIN: sched_getaffinity failed");
+        for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; c++)
+            if (CPU_ISSET(c, &set))
+                pin_cpu[k++] = c;
+        if (pin_cpu[1] < 0) /* one CPU: both there (the result line says so) */
+            pin_cpu[1] = pin_cpu[0];
+    }
     queue.max_depth = depth;
     queue.producers_left = producers;
 
@@ -170,6 +210,8 @@ int main(int argc, char **argv)
            prog, (unsigned long long)producers, (unsigned long long)consumers,
            (unsigned long long)n_batches, (unsigned long long)block_size,
            (unsigned long long)batch_len, (unsigned long long)depth);
+    if (pin)
+        printf(" pin_producers=%d pin_consumers=%d", pin_cpu[0], pin_cpu[1]);
     bench_print_tail(2 * producers * n_batches * (batch_len + 1), secs, checksum);
     return 0;
 }
