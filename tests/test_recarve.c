@@ -1,4 +1,4 @@
-/* test_recarve - a page carved again (heap/heap.c, "Carving again"): a page
+/* test_recarve - a page carved again (heap/carve.h, "Carving again"): a page
  * carved to its end whose blocks have all come back on its free list, here
  * through another thread's frees, is carved again from its start by the
  * next refill of its class, its list dropped unread, instead of going to the
