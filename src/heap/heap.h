@@ -415,13 +415,23 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) HAK_HIDDEN;
 /* A refill (count was 0) or flush (count was cap) of the class: may change caps. */
 void tcache_cold_event(hak_tls_t *t, unsigned cls, bool refill) HAK_HIDDEN;
 void tcache_drain_event(hak_tls_t *t, unsigned cls) HAK_HIDDEN;
+/* What tells whether the fast paths have touched class c's cache: its top
+ * block, or for an empty cache the pending list's head, which every pop
+ * changes. */
+HAK_INLINE void *tcache_mark_of(hak_tls_t *t, unsigned c) {
+  hak_bin_t *b = bin_of(t, c);
+  return b->top ? b->top : pend_of(t, c)->head;
+}
+/* Record the cache as count blocks under `mark` (tcache_mark_of's value):
+ * for callers that have both at hand (the refill's and flush's ends). */
+HAK_INLINE void tcache_seen_as(hak_heap_t *h, unsigned c, uint32_t count, void *mark) {
+  h->seen_count[c] = (uint16_t)count;
+  h->seen_top[c] = mark;
+}
 /* Remember the cache as it is now (after a refill or flush), to tell later
  * whether the fast paths have touched it since. */
 HAK_INLINE void tcache_seen(hak_tls_t *t, unsigned c) {
-  hak_bin_t *b = bin_of(t, c);
-  t->heap->seen_count[c] = (uint16_t)bin_count(t, c);
-  /* An empty cache: the pending list's head, which every pop changes. */
-  t->heap->seen_top[c] = b->top ? b->top : pend_of(t, c)->head;
+  tcache_seen_as(t->heap, c, bin_count(t, c), tcache_mark_of(t, c));
 }
 /* Publish the thread's caps to the statistics (thread exit). */
 void tcache_publish(hak_tls_t *t) HAK_HIDDEN;

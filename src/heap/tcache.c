@@ -236,8 +236,7 @@ void tcache_init(hak_tls_t *t, hak_heap_t *h) {
 }
 
 static bool class_untouched(hak_tls_t *t, unsigned c) {
-  hak_bin_t *b = bin_of(t, c);
-  return bin_count(t, c) == t->heap->seen_count[c] && (b->top ? b->top : pend_of(t, c)->head) == t->heap->seen_top[c];
+  return bin_count(t, c) == t->heap->seen_count[c] && tcache_mark_of(t, c) == t->heap->seen_top[c];
 }
 
 static void class_seen_used(hak_tls_t *t, unsigned c) {

@@ -287,8 +287,7 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   /* bin_set_count and tcache_seen, from what is at hand (open above) */
   b->ptr = slots + n - 1;
   b->top = slots[(int)n - 2]; /* the NULL below the area when n == 1 */
-  h->seen_count[cls] = (uint16_t)(n - 1);
-  h->seen_top[cls] = n > 1 ? b->top : q->head;
+  tcache_seen_as(h, cls, n - 1, n > 1 ? b->top : q->head);
   return slots[n - 1];
 }
 
@@ -348,8 +347,7 @@ void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
   b->ptr = slots + count + 1;
   b->top = p;
   /* tcache_seen, from what is at hand (the flush is counted in heap_return_blocks) */
-  h->seen_count[cls] = (uint16_t)(count + 1);
-  h->seen_top[cls] = p;
+  tcache_seen_as(h, cls, count + 1, p);
 }
 
 void heap_flush_all(hak_tls_t *t) {
