@@ -32,19 +32,32 @@ HAK_INLINE unsigned size_class_of(size_t n) {
 }
 
 /* Slices a page of this class spans: one for blocks up to 8 KiB, eight
- * blocks' worth up to 32 KiB so the tail waste stays small, and four above
- * (the tail past the last block is never touched, so it costs address space,
- * not memory; a 256 KiB class's page is 16 slices, so two still share a
- * segment). Classes above 32 KiB exist so that blocks of one size land on
- * the same pages again: as large pages of their own, blocks of 32-64 KiB
- * touched new memory nearly every time (python3 scripts/bench.py --ab
+ * blocks' worth up to 32 KiB so the tail waste stays small, four up to 64
+ * KiB and two above (the tail past the last block is never touched, so it
+ * costs address space, not memory; a 256 KiB class's page is 8 slices).
+ * Two above 64 KiB: a page is its owner thread's, so each thread that uses
+ * a class holds a page of it, and a page passed from thread to thread
+ * (emptied and cut again with its block boundaries, or adopted) ends up
+ * resident as far as the most blocks any of them took from it; with four
+ * blocks of 64-256 KiB a page, a program whose threads take one or two each
+ * (bench_stress 32 10 8: 448 blocks of 128 KiB and 77 of 256 KiB in 256
+ * threads) made most of those pages resident whole. Two a page: stress
+ * 0.88-0.93x the minor faults, 0.92-0.94x the peak RSS, 0.98-1.00x the CPU
+ * time, its own clock unchanged (fast and standard builds, two CPUs and
+ * one, 61 alternating pairs each); sizemix, large_mt unchanged. Two a page
+ * from 32 KiB (one above 64 KiB) cost bench_prodcons 2 150000 16 64K,
+ * whose producers take thousands of blocks of 32-64 KiB, 59% of its
+ * throughput (page cuts and retirements). Classes above 32 KiB exist so
+ * that blocks of one size land on the same pages again: as large pages of
+ * their own, blocks of 32-64 KiB touched new memory nearly every time
+ * (python3 scripts/bench.py --ab
  * --workloads sizemix,prodcons_mid --runs 16, A classes to 32 KiB, B to
  * 256 KiB, fast build: sizemix minor faults 0.80x, peak RSS 93.6 -> 70.0 MB,
  * CPU time 0.92x; prodcons_mid +48.7% (p=0.0008), RSS 133.8 -> 78.7 MB). */
 HAK_INLINE unsigned class_slices(unsigned cls) {
   size_t b = hak_class_size[cls];
   if (b <= 8192) return 1;
-  size_t n = b <= 32768 ? 8 : 4;
+  size_t n = b <= 32768 ? 8 : b <= 65536 ? 4 : 2;
   return (unsigned)((n * b + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT);
 }
 
