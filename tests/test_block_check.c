@@ -11,7 +11,10 @@
  * off and off / size < fast_lim, as the rotation test says too; in slice 0
  * the same (the standard build gives slice 0 to no page: the header needs
  * no test; the secure build, whose slice 0 keeps the header's layout:
- * always no).
+ * always no). Standard build: free_checked's page-relative test
+ * (block_carved_start, mul64 in the window's check copy) against the
+ * division at every offset of a page of every class, below and past the
+ * bump.
  *
  * usage: test_block_check
  */
@@ -19,6 +22,129 @@
 #include "guard/block_check.h"
 #include "guard/registry.h"
 #include "heap/size_class.h"
+
+#if HAK_CHECKS && !HAK_SECURE
+/* free()'s mid test (block_mid_ok_map, the window's mid_phase and
+ * mid_bound) on real pages of every class of several slices up to
+ * HAK_MID_PHASE_MAX: blocks are taken until one's page is carved to its
+ * end; at every offset of each of that page's slices the test says yes
+ * exactly at the page's blocks, and on the last page, carved in part, at
+ * its carved blocks only. Then free() of pointers the test must leave to
+ * free_checked: an interior pointer of a block of the carved page, the
+ * multiple of the size past that page's last block (where its last slice
+ * holds one), the last page's first block not carved yet: each reported
+ * (stderr), the first two never handed out by a malloc after, the third
+ * only once (by its carve). */
+static void mid_pages(unsigned long long *checked)
+{
+    unsigned tested = 0;
+    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+        uint32_t size = hak_class_size[c];
+        unsigned n = class_slices(c);
+        if (n < 2 || size > HAK_MID_PHASE_MAX)
+            continue;
+        enum { KEEP = 64 };
+        char *keep[KEEP];
+        unsigned kept = 0;
+        hak_page_t *done = NULL;
+        while (kept < KEEP) {
+            char *b = malloc(size);
+            CHECK(b != NULL, "malloc(%u)", size);
+            keep[kept++] = b;
+            hak_page_t *pg = page_of(b);
+            if (!done && pg->bump == pg->end)
+                done = pg;
+        }
+        CHECK(done != NULL, "class %u (%u B): no page carved to its end after %d blocks", c, size, KEEP);
+        const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+        uintptr_t off = (uintptr_t)(c + 1) * HAK_SLICE_MAP_SCALE;
+        uintptr_t first = ((uintptr_t)done->start >> HAK_SLICE_SHIFT) - w->first;
+        CHECK(done->slice_count == n && ((uintptr_t)done->start & (HAK_SLICE_SIZE - 1)) == 0,
+              "class %u: page of %u slices at %p", c, done->slice_count, (void *)done->start);
+        if (first + n > HAK_WIN_ENTRIES) {
+            printf("test_block_check: class %u: page outside the window, mid test not tried\n", c);
+            goto out;
+        }
+        for (unsigned j = 0; j < n; j++) {
+            const uint8_t *slice = done->start + ((size_t)j << HAK_SLICE_SHIFT);
+            for (uint64_t o = 0; o < HAK_SLICE_SIZE; o++) {
+                uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
+                bool want = po % size == 0 && po / size < done->capacity;
+                CHECK(block_mid_ok_map(slice + o, w, first + j, off) == want,
+                      "class %u (%u B): slice %u of its page, offset %llu: mid test says %d", c, size, j,
+                      (unsigned long long)o, !want);
+                (*checked)++;
+            }
+        }
+        /* the last page, carved in part: its carved blocks pass (for a
+         * power of two, only in slices carved whole), nothing else */
+        hak_page_t *last = page_of(keep[kept - 1]);
+        uintptr_t li = ((uintptr_t)last->start >> HAK_SLICE_SHIFT) - w->first;
+        size_t carved = (size_t)(last->bump - last->start) / size, per = HAK_SLICE_SIZE / size;
+        bool pow2 = (size & (size - 1)) == 0;
+        if (li + n <= HAK_WIN_ENTRIES)
+            for (unsigned j = 0; j < n; j++)
+                for (uint64_t o = 0; o < HAK_SLICE_SIZE; o += 16) {
+                    uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
+                    bool want = po % size == 0 && po / size < carved &&
+                                (!pow2 || (size_t)j * per + per <= carved);
+                    CHECK(block_mid_ok_map(last->start + po, w, li + j, off) == want,
+                          "class %u (%u B): page with %zu of %u blocks carved, slice %u, offset %llu: mid test "
+                          "says %d", c, size, carved, last->capacity, j, (unsigned long long)o, !want);
+                }
+        /* free() of what must not enter the cache: an interior pointer,
+         * the multiple of the size past the carved page's last block, and
+         * the last page's first block not carved yet */
+        char *bad[3] = {(char *)done->start + size + 16, NULL, NULL};
+        if ((size_t)done->capacity * size + 16 <= (size_t)n << HAK_SLICE_SHIFT)
+            bad[1] = (char *)done->start + (size_t)done->capacity * size;
+        if (carved < last->capacity)
+            bad[2] = (char *)last->start + carved * size;
+        /* the reports go to a file (ctest fails a test whose output has one) */
+        fflush(stderr);
+        FILE *f = tmpfile();
+        CHECK(f != NULL, "tmpfile");
+        int saved = dup(2);
+        dup2(fileno(f), 2);
+        int nbad = 0;
+        for (int k = 0; k < 3; k++)
+            if (bad[k]) {
+                free(ht_hide_ptr(bad[k]));
+                nbad++;
+            }
+        dup2(saved, 2);
+        close(saved);
+        char rep[512] = "";
+        rewind(f);
+        size_t got_n = fread(rep, 1, sizeof rep - 1, f);
+        rep[got_n] = 0;
+        fclose(f);
+        int reports = 0;
+        for (const char *q = rep; (q = strstr(q, "free: invalid pointer")) != NULL; q++)
+            reports++;
+        CHECK(reports == nbad, "class %u (%u B): %d bad frees, %d reports: %s", c, size, nbad, reports, rep);
+        char *got[KEEP];
+        for (unsigned k = 0; k < KEEP; k++) {
+            got[k] = malloc(size);
+            CHECK(got[k] != bad[0] && (!bad[1] || got[k] != bad[1]),
+                  "class %u (%u B): malloc returned %p, freed as a bad pointer", c, size, (void *)got[k]);
+            /* the uncarved block may come out once, from its carve */
+            for (unsigned q = 0; q < k; q++)
+                CHECK(got[q] != got[k], "class %u (%u B): malloc returned %p twice", c, size, (void *)got[k]);
+            for (unsigned q = 0; q < kept; q++)
+                CHECK(keep[q] != got[k], "class %u (%u B): malloc returned the live block %p", c, size,
+                      (void *)got[k]);
+        }
+        for (unsigned k = 0; k < KEEP; k++)
+            free(got[k]);
+        tested++;
+    out:
+        for (unsigned k = 0; k < kept; k++)
+            free(keep[k]);
+    }
+    printf("test_block_check: mid test tried on real pages of %u classes\n", tested);
+}
+#endif
 
 int main(void)
 {
@@ -80,6 +206,35 @@ int main(void)
         CHECK(w->check[v].mul == hak_block_check[v].mul && w->check[v].bound == hak_block_check[v].fast_bound,
               "bin %u: free()'s copy of the fast test (%u, %u) is not the table's (%u, %u)", v,
               w->check[v].mul, w->check[v].bound, hak_block_check[v].mul, hak_block_check[v].fast_bound);
+    /* free_checked's page-relative test (block_carved_start) with the
+     * window's mul64, on a page record of each class laid out as
+     * segment.c's: yes exactly at a multiple of the size below the bump, at
+     * every offset of the page's slices, with the bump at the page's end
+     * and after one block. */
+    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+        uint64_t size = hak_class_size[c];
+        uintptr_t v = (uintptr_t)(c + 1) * HAK_SLICE_MAP_SCALE;
+        CHECK(w->check[c + 1].mul64 == UINT64_MAX / size + 1, "class %u: mul64 %llu", c,
+              (unsigned long long)w->check[c + 1].mul64);
+        size_t span = (size_t)class_slices(c) * HAK_SLICE_SIZE;
+        hak_page_t pg;
+        memset(&pg, 0, sizeof pg);
+        pg.start = (uint8_t *)(uintptr_t)(5 * HAK_SLICE_SIZE); /* any slice-aligned start */
+        size_t cap = span / size;
+        for (int b = 0; b < 2; b++) {
+            size_t carved = b ? 1 : cap;
+            pg.bump = pg.start + carved * size;
+            for (uint64_t off = 0; off < span; off++) {
+                bool want = off % size == 0 && off / size < carved;
+                CHECK(block_carved_start(pg.start + off, &pg, w, v) == want,
+                      "class %u (%llu B): page offset %llu, %zu carved: block_carved_start says %d", c,
+                      (unsigned long long)size, (unsigned long long)off, carved, !want);
+                checked++;
+            }
+        }
+    }
+    CHECK(w->check[0].mul64 == 0 && w->check[HAK_NCLASSES + 1].mul64 == 0, "the sentinels' mul64 must be 0");
+    mid_pages(&checked);
 #endif
     printf("test_block_check: OK: %u classes, %u with the fast test; %llu offsets checked against division\n",
            HAK_NCLASSES, served, checked);

@@ -60,9 +60,12 @@ static unsigned long g_checks;
 static void same(const void *p, const char *what)
 {
     const hak_slice_window_t *w;
-    unsigned a = slice_map_lookup(p, &w), b = slice_map_entry(p);
+    uintptr_t i;
+    unsigned a = slice_map_lookup(p, &w, &i), b = slice_map_entry(p);
     g_checks++;
     CHECK(a == b, "%s %p: window lookup %u, two-level %u", what, p, a, b);
+    CHECK(i == ((uintptr_t)p >> HAK_SLICE_SHIFT) - w->first, "%s %p: window index %llu", what, p,
+          (unsigned long long)i);
 }
 
 static void same_block(const char *p, size_t n, const char *what)

@@ -226,7 +226,9 @@ HAK_INLINE hak_bin_t *bin_of_block(const void *p) {
  * ours: then the bin is a sentinel without slots and the push is refused). */
 HAK_INLINE void free_block(void *p) {
   const hak_slice_window_t *w; /* the standard build's check copy (registry.h) */
-  uintptr_t off = slice_map_lookup(p, &w);
+  uintptr_t i;                  /* p's slice in the window (the standard build's mid test) */
+  uintptr_t off = slice_map_lookup(p, &w, &i);
+  (void)i;
 #if HAK_WORD_CHECKS
   /* Only block starts enter the cache: an interior pointer or one into a
    * segment header would go to the next malloc (guard/block_check.h).
@@ -234,7 +236,7 @@ HAK_INLINE void free_block(void *p) {
    * Before the room test: off is then free for the bin's address (no copy
    * of it), and pointers that are not small blocks of ours fail it too
    * (their entries' bound is 0). */
-  if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off))) {
+  if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off)) && !block_mid_ok_map(p, w, i, off)) {
     free_checked(p, off);
     return;
   }

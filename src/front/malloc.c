@@ -124,6 +124,7 @@ static bool freed_page_block(const void *p) {
   return key == HAK_FREE_MARK(p);
 }
 
+#if HAK_WORD_CHECKS
 HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
   /* Not a small block of ours (foreign, large, NULL, a first-class heap's
    * block): the fast test fails for those too, the slow path decides. */
@@ -132,29 +133,44 @@ HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
     return;
   }
   /* The slice map gave p a class: its segment is a small one
-   * (block_live_page). */
-  unsigned cls;
-  if (!block_live_page(p, hak_tls.heap, &cls)) {
-    report_invalid("free", p);
-    return;
+   * (block_live_page). A block of a class of several slices per page (all
+   * of them come here) or one that failed only because the check copy was
+   * not filled yet: below its page's bump at a multiple of the size
+   * (block_carved_start), with the slice map's class and bin, as the fast
+   * path has them; anything else (interior pointers, a header, past the
+   * bump, another thread's page carved on meanwhile) the full test. */
+  const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+  hak_page_t *pg = block_slice_page(p);
+  if (HAK_UNLIKELY(pg == NULL || !block_carved_start(p, pg, w, off))) {
+    unsigned cls;
+    if (!block_live_page_of(pg, p, hak_tls.heap, &cls)) {
+      report_invalid("free", p);
+      return;
+    }
+    /* The bin of the page's class (the slice map's, unless the two
+     * disagree: a page re-made meanwhile). */
+    off = bin_off_of_class(cls);
   }
-  if (((uintptr_t *)p)[1] == HAK_FREE_MARK(p)) {
+  if (((uintptr_t *)p)[1] == (uintptr_t)w) { /* HAK_FREE_MARK: w (hak_word_mark) */
     free_suspect(p);
     return;
   }
-  /* The bin of the page's class (the slice map's, unless the two disagree:
-   * a page re-made meanwhile). free_block has not looked at its room: a
-   * full one sends p to free_slow, which tests p again (a class of pages
-   * of several slices with a full cache, or a pointer that failed the
-   * fast test only because the check copy was not filled yet). */
-  hak_bin_t *b = bin_of(&hak_tls, cls);
-  if (HAK_UNLIKELY(!bin_room(b))) {
+  /* free_block has not looked at the bin's room: a full one sends p to
+   * free_slow, which tests p again (a class of pages of several slices
+   * with a full cache, or a pointer that failed the fast test only because
+   * the check copy was not filled yet). The push as free_block's. */
+  hak_fast_bin_t *b = fast_bin_at(off);
+  void **s = b->ptr;
+  if (HAK_UNLIKELY(*s == HAK_SLOT_FULL)) {
     free_slow(p);
     return;
   }
-  ((uintptr_t *)p)[1] = HAK_FREE_MARK(p);
-  bin_push(b, p);
+  ((uintptr_t *)p)[1] = (uintptr_t)w;
+  *s = p;
+  b->top = p;
+  FAST_PTR_STEP(b, 1);
 }
+#endif
 
 HAK_NOINLINE void free_suspect(void *p) {
   hak_bin_t *b = bin_of_block(p);

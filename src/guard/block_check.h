@@ -25,9 +25,13 @@
  * Elsewhere (page-relative offsets of pages of several slices) the test is
  * the rotation: for size = 2^s * o (o odd), rotate_right(off * o^-1 mod
  * 2^64, s) equals off / size when size divides off, and is larger than any
- * block index otherwise. Classes whose pages span several slices (and in the secure
- * build slice 0) take the full test on the slow path (block_is_live_start:
- * the page record, its start, what has been carved). */
+ * block index otherwise. Classes whose pages span several slices: in the
+ * standard build free() tries block_mid_ok_map (per-slice phase and bound
+ * in the window, set as the page is carved), then free_checked
+ * block_carved_start (the page record's bump and start), then the full
+ * test; the secure build (and its slice 0) takes the full test on the slow
+ * path (block_is_live_start: the page record, its start, what has been
+ * carved). */
 #ifndef HAK_BLOCK_CHECK_H
 #define HAK_BLOCK_CHECK_H
 
@@ -96,6 +100,87 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, ui
   return block_fast_test(p, e->mul, e->bound);
 #endif
 }
+
+/* free()'s test in the standard build for a block that failed the slice
+ * test (block_fast_ok_map), before free_checked: p's slice (index i in the
+ * window w, HAK_WIN_ENTRIES or more outside it) belongs to a page of a
+ * class of several slices, and p's offset in the slice plus the slice's
+ * phase, x, is a multiple of the size at one of the page's carved blocks
+ * (registry.c, slice_map_mid_carved, has the arithmetic: x * mul64 <
+ * mid_bound, x < 2^17, exact as in block_carved_start). Every slice where
+ * this does not hold reads bound 0 (registry.h): one-slice classes, large
+ * and free slices, pages not carved yet, classes above HAK_MID_PHASE_MAX,
+ * memory not ours; a stale bound is still a bound (it grows with the
+ * bump, and goes to 0 before the slice changes hands). A sentinel's bin
+ * (large, not ours) has no slots, whatever the test says. So p, past this,
+ * is a block start below its page's bump, as the slice test makes it for
+ * one-slice classes: the cache takes it. The
+ * x86_64 form reads phase, mul64 and bound from memory (five instructions
+ * after the index's bound). */
+HAK_INLINE bool block_mid_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t i, uintptr_t off) {
+  if (i >= HAK_WIN_ENTRIES) return false;
+  uint64_t x = (uint16_t)(uintptr_t)p;
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  uint64_t ph, bound;
+  bool below;
+  __asm__("movzwl %c[phase](%[w],%[i],2), %k[ph]\n\t"
+          "addq %[ph], %[x]\n\t"
+          "imulq %c[m](%[w],%[off]), %[x]\n\t"
+          "movl %c[bnd](%[w],%[i],4), %k[bound]\n\t"
+          "cmpq %[bound], %[x]"
+          : [x] "+r"(x), [ph] "=&r"(ph), [bound] "=&r"(bound), "=@ccb"(below)
+          : [w] "r"(w), [i] "r"(i), [off] "r"(off), [phase] "i"(offsetof(hak_slice_window_t, mid_phase)),
+            [bnd] "i"(offsetof(hak_slice_window_t, mid_bound)),
+            [m] "i"(offsetof(hak_slice_window_t, check[0].mul64)), "m"(*w));
+  return below;
+#else
+  x += __atomic_load_n(&w->mid_phase[i], __ATOMIC_RELAXED);
+  uint64_t m = ((const hak_fast_check_t *)((const char *)w->check + off))->mul64;
+  return x * m < __atomic_load_n(&w->mid_bound[i], __ATOMIC_RELAXED);
+#endif
+}
+
+/* free_checked's test (the standard build's free of a block that failed
+ * block_fast_ok_map: every block of a class whose pages span several
+ * slices), before the full one: p lies below pg's bump (carved: a stale
+ * bump is still a bound, page_bump) at a multiple of the size from its
+ * start. pg is the record of p's slice, so p >= pg->start (a page starts
+ * at its first slice, HAK_PAGE_LEAD 0, and no page holds slice 0) and
+ * x = p - start < 2^20 (16 slices at most); m = mul64 of p's bin offset
+ * in the window's check copy, floor(2^64 / size) + 1 (2^64 / size for a
+ * power of two), e = m * size mod 2^64 < size. For x = k * size + r:
+ * x * m = k * e + r * m (mod 2^64); r = 0 gives k * e <= x < 2^20 < 2^46
+ * <= m (size <= 256 KiB); r >= 1 gives at least m, with no wrap, since
+ * (size - 1) * m + 2^20 < 2^64 - 2^64 / size + size + 2^20 < 2^64. So
+ * x * m < m is exactly "size divides x": one multiplication and one
+ * comparison with the same operand in memory, where the rotation of
+ * block_index needs the shift in %cl (test_block_check tries every offset
+ * of every class's page). Not a bound on the block index: the bump is that.
+ * A block freed by another thread past the bump as its reader saw it (its
+ * owner carving meanwhile) fails here and takes the full test
+ * (block_live_page). */
+HAK_INLINE bool block_carved_start(const void *p, const hak_page_t *pg, const hak_slice_window_t *w, uintptr_t off) {
+  const uint8_t *b = (const uint8_t *)p;
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  /* The bump compared in memory (page_bump's relaxed load is the same one
+   * aligned 8-byte read; GCC loads an atomic into a register first), and m
+   * from memory at w + off for both its uses (in C, GCC loads it into a
+   * register and copies x twice: three instructions more). */
+  bool below;
+  __asm__("cmpq %[bump], %[b]" : "=@ccb"(below) : [b] "r"(b), [bump] "m"(pg->bump));
+  if (!below) return false;
+  uint64_t x = (uint64_t)b;
+  __asm__("subq %[start], %[x]\n\timulq %c[m](%[w],%[off]), %[x]\n\tcmpq %c[m](%[w],%[off]), %[x]"
+          : [x] "+r"(x), "=@ccb"(below)
+          : [start] "m"(pg->start), [w] "r"(w), [off] "r"(off),
+            [m] "i"(offsetof(hak_slice_window_t, check[0].mul64)), "m"(w->check));
+  return below;
+#else
+  if (b >= page_bump(pg)) return false;
+  uint64_t x = (uint64_t)(b - pg->start), m = ((const hak_fast_check_t *)((const char *)w->check + off))->mul64;
+  return x * m < m;
+#endif
+}
 #endif
 
 /* The full test: p lies in a registered small segment, on a live page of a
@@ -119,9 +204,7 @@ bool block_is_live_start(const void *p) HAK_HIDDEN;
  * caller's own, whose bump is exact (test_bad_free, uncarved-big). So the
  * owner, on the record's line that remote frees write (`remote`), is read
  * only for blocks past the bump. */
-HAK_INLINE hak_page_t *block_live_page(const void *p, const hak_heap_t *me, unsigned *cls) {
-  hak_segment_t *s = segment_of(p);
-  hak_page_t *pg = __atomic_load_n(&s->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
+HAK_INLINE hak_page_t *block_live_page_of(hak_page_t *pg, const void *p, const hak_heap_t *me, unsigned *cls) {
   if (!pg) return NULL;
   unsigned c = pg->cls;
   const uint8_t *b = (const uint8_t *)p, *start = pg->start;
@@ -131,6 +214,14 @@ HAK_INLINE hak_page_t *block_live_page(const void *p, const hak_heap_t *me, unsi
   if (HAK_LIKELY(b < page_bump(pg))) return pg;
   hak_heap_t *owner = atomic_load_explicit(&pg->owner, memory_order_relaxed);
   return !(owner != NULL && owner == me) && b < pg->end ? pg : NULL;
+}
+/* The record of p's slice, as the slice map's class entry says it is a
+ * page's (block_live_page). */
+HAK_INLINE hak_page_t *block_slice_page(const void *p) {
+  return __atomic_load_n(&segment_of(p)->slice_page[slice_index(p)], __ATOMIC_ACQUIRE);
+}
+HAK_INLINE hak_page_t *block_live_page(const void *p, const hak_heap_t *me, unsigned *cls) {
+  return block_live_page_of(block_slice_page(p), p, me, cls);
 }
 
 /* p (registered) lies in a slice of a page of class cls (the segment's

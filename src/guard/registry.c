@@ -46,8 +46,38 @@ static void checks_copy(hak_fast_check_t *check) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
     check[v].mul = hak_block_check[v].mul;
     check[v].bound = hak_block_check[v].fast_bound;
+    uint32_t size = hak_block_check[v].size;
+    /* floor(2^64 / size) + 1, or 2^64 / size for a power of two
+     * (block_carved_start, guard/block_check.h) */
+    check[v].mul64 = size ? UINT64_MAX / size + 1 : 0;
   }
 }
+/* For slice j of the page (offset off = j * 2^16 in it): the phase is off
+ * mod size, k0 = floor(off / size) is the last block of the page starting
+ * at or before the slice's start, and p at offset o of the slice is a
+ * block start exactly when x = o + phase is a multiple of the size, block
+ * k0 + x / size; so x * mul64 (the check copy's; block_mid_ok_map) is
+ * (x / size) * e for those, e = mul64 * size mod 2^64, and at least mul64
+ * for the others: the bound (carved - k0) * e admits exactly the blocks
+ * carved. A power of two (e = 0, its blocks fill its pages: per to a
+ * slice) has no bound but 1, all the slice's multiples: only once the
+ * slice's last block is carved. */
+void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
+  if (size > HAK_MID_PHASE_MAX || n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
+  hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+  uint64_t mul64 = UINT64_MAX / size + 1, e = mul64 * size;
+  uint32_t carved = (uint32_t)(carved_bytes / size), per = (uint32_t)(HAK_SLICE_SIZE / size);
+  uintptr_t slice = (uintptr_t)start >> HAK_SLICE_SHIFT;
+  for (unsigned j = 0; j < n; j++, slice++) {
+    uintptr_t i = slice - w->first;
+    if (i >= HAK_WIN_ENTRIES) continue; /* the headers, or outside the window: free_checked */
+    uint32_t off = j << HAK_SLICE_SHIFT, k0 = off / size;
+    uint64_t bound = e ? (carved > k0 ? (carved - k0) * e : 0) : k0 + per <= carved;
+    __atomic_store_n(&w->mid_phase[i], (uint16_t)(off % size), __ATOMIC_RELAXED);
+    __atomic_store_n(&w->mid_bound[i], (uint32_t)bound, __ATOMIC_RELAXED);
+  }
+}
+
 void slice_map_checks_init(void) {
   checks_copy(no_window.check);
   checks_copy(no_room.check);
@@ -116,8 +146,12 @@ void slice_map_set(const void *p, size_t n, unsigned v) {
   uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
   for (size_t i = 0; i < n; i++, slice++) {
-    if (slice - w->first < HAK_WIN_ENTRIES) /* never for the headers */
+    if (slice - w->first < HAK_WIN_ENTRIES) { /* never for the headers */
+#if HAK_WORD_CHECKS /* the slice's page, if any, is new or gone: nothing carved */
+      __atomic_store_n(&w->mid_bound[slice - w->first], 0, __ATOMIC_RELAXED);
+#endif
       __atomic_store_n(&w->e[slice - w->first], e, __ATOMIC_RELAXED);
+    }
     uintptr_t rel = __atomic_load_n(&hak_slice_map.top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
     if (rel == 0) continue; /* no leaf: nothing of ours here (v must be 0) */
     __atomic_store_n(&top_leaf(rel)[slice & (LEAF_ENTRIES - 1)], e, __ATOMIC_RELAXED);

@@ -81,10 +81,12 @@ typedef uint16_t hak_slice_entry_t;
  * copied into the window's header (below), indexed by the bin offset
  * itself (16-byte entries: scale 1), so that free() addresses them from the
  * register that holds the window's address after its lookup instead of
- * forming the table's address (one lea per free). */
+ * forming the table's address (one lea per free). mul64: the page-relative
+ * test of free_checked (guard/block_check.h, block_carved_start),
+ * floor(2^64 / size) + 1 (0 for the sentinels: the test fails). */
 typedef struct hak_fast_check {
   uint32_t mul, bound;
-  uint64_t unused;
+  uint64_t mul64;
 } hak_fast_check_t;
 _Static_assert(sizeof(hak_fast_check_t) == HAK_SLICE_MAP_SCALE, "indexed by the bin offset itself");
 #endif
@@ -112,6 +114,22 @@ typedef struct hak_slice_window {
   hak_fast_check_t check[HAK_NCLASSES + 2];
 #endif
   hak_slice_entry_t e[HAK_WIN_ENTRIES];
+#if HAK_WORD_CHECKS
+  /* The standard build's free() of a block of a class whose pages span
+   * several slices (guard/block_check.h, block_mid_ok_map), per slice of
+   * the window: mid_phase = the slice's offset in its page mod the size
+   * (so p's offset in the slice plus it is a multiple of the size exactly
+   * at the page's block starts), mid_bound = the bound of the test's
+   * product there (the page's carved blocks that start in or after the
+   * slice, times e), 0 for every other slice: then free_checked decides.
+   * Both are written by the slice's owner: zero (mid_bound) by every
+   * slice_map_set, so whenever a slice changes hands or class; set by
+   * every carve of a page of such a class (slice_map_mid_carved), from
+   * its new bump, so a block start that passes lies below the bump
+   * (guard/block_check.h has the rest). */
+  uint16_t mid_phase[HAK_WIN_ENTRIES];
+  uint32_t mid_bound[HAK_WIN_ENTRIES];
+#endif
 } hak_slice_window_t;
 /* The window, or (until it is mapped, and if it cannot be) a header whose
  * `first` no slice number reaches, with the check copy but no entries. */
@@ -148,14 +166,16 @@ HAK_INLINE unsigned slice_map_entry(const void *p) {
  * first slice do not depend on p), else from the two-level map. The same
  * value as slice_map_entry(p). Bits above 47 of p put it outside the
  * window. *wp: the window or header read (its check copy: the standard
- * build's free()). */
-HAK_INLINE uintptr_t slice_map_lookup(const void *p, const hak_slice_window_t **wp) {
+ * build's free()); *ip: p's slice's index in it (HAK_WIN_ENTRIES or more
+ * when p is outside it, always for the headers). */
+HAK_INLINE uintptr_t slice_map_lookup(const void *p, const hak_slice_window_t **wp, uintptr_t *ip) {
   /* Acquire (a plain load on x86_64): `first` and the check copy are then
    * plain fields, written before the window was published, read from
    * memory. */
   const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
   *wp = w;
   uintptr_t i = ((uintptr_t)p >> HAK_SLICE_SHIFT) - w->first;
+  *ip = i; /* p's index in the window: HAK_WIN_ENTRIES or more outside it */
   if (HAK_LIKELY(i < HAK_WIN_ENTRIES)) {
 #if defined(__x86_64__)
     /* GCC adds the entries' offset to i before it scales it (one add
@@ -201,6 +221,14 @@ void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
 /* Fill the static headers' check copy (start-up, hak_init, before any
  * thread's bins have room); a mapped window fills its own. */
 void slice_map_checks_init(void) HAK_HIDDEN;
+/* The largest class whose slices get mid_phase and mid_bound: phases below
+ * the size fit 16 bits. */
+#define HAK_MID_PHASE_MAX 32768u
+/* A carve of the page of n slices whose blocks of size bytes start at
+ * start (its first slice's start) took it to carved_bytes past start: its
+ * slices' mid_phase and mid_bound, where they are in the window, for
+ * sizes up to HAK_MID_PHASE_MAX (larger ones keep 0: free_checked). */
+void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) HAK_HIDDEN;
 #endif
 
 #endif

@@ -68,6 +68,11 @@ HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   for (unsigned i = 0; i < k; i++) out[k - 1 - i] = p->bump + (size_t)i * p->bsize;
   if (HAK_UNLIKELY(hak_config.zero_on_free)) memset(p->bump, 0, (size_t)k * p->bsize);
   page_bump_set(p, p->bump + (size_t)k * p->bsize);
+#if HAK_WORD_CHECKS
+  /* free() takes the page's carved blocks on its mid test (guard/
+   * block_check.h, block_mid_ok_map). */
+  if (p->slice_count > 1) slice_map_mid_carved(p->start, p->slice_count, p->bsize, (size_t)(p->bump - p->start));
+#endif
 }
 #endif
 
