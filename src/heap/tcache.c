@@ -214,23 +214,29 @@ static void slots_widen(hak_tls_t *t, unsigned c, uint32_t want) {
   h->room[c] = (uint16_t)want;
 }
 
+/* At every thread start (a recycled heap starts afresh): the owner-only
+ * arrays are cleared whole (memset), not class by class in one loop. */
 void tcache_init(hak_tls_t *t, hak_heap_t *h) {
-  h->cap_bytes = 0;
   h->tick = 0;
   h->next_step = HAK_LEARN_PERIOD;
   h->free_run = 0;
+  memset(h->last_use, 0, sizeof h->last_use);
+  memset(h->refills, 0, sizeof h->refills);
+  memset(h->flushes, 0, sizeof h->flushes);
+  memset(h->heat, 0, sizeof h->heat);
+  memset(h->idle_steps, 0, sizeof h->idle_steps);
+  memset(h->seen_count, 0, sizeof h->seen_count);
+  memset(h->seen_top, 0, sizeof h->seen_top);
+  /* collectors count into it (heap.c, heap_page_collect) */
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) __atomic_store_n(&h->collects[c], 0, __ATOMIC_RELAXED);
+  size_t cap_bytes = 0;
   for (unsigned c = 0; c < HAK_NCLASSES; c++) {
     uint32_t start = hak_config.tcache_start[c], max = __atomic_load_n(&hak_config.tcache_cap[c], __ATOMIC_RELAXED);
-    heap_area(h, c)->cap = start < max ? start : max; /* (slots_layout places the marker) */
-    h->cap_bytes += (size_t)heap_area(h, c)->cap * hak_class_size[c];
-    h->last_use[c] = 0;
-    h->refills[c] = h->flushes[c] = 0;
-    __atomic_store_n(&h->collects[c], 0, __ATOMIC_RELAXED);
-    h->heat[c] = 0;
-    h->idle_steps[c] = 0;
-    h->seen_count[c] = 0;
-    h->seen_top[c] = NULL;
+    uint32_t cap = start < max ? start : max;
+    heap_area(h, c)->cap = cap; /* (slots_layout places the marker) */
+    cap_bytes += (size_t)cap * hak_class_size[c];
   }
+  h->cap_bytes = cap_bytes;
   slots_layout(t, h);
   lru_init(h);
 }

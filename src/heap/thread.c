@@ -93,17 +93,16 @@ bool thread_heap_init(hak_tls_t *t) {
   hak_heap_t *h = pool_take((int)syscall(SYS_gettid));
   if (!h) return false;
   heap_lock(h); /* a collector may look at a recycled heap */
-  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
-    h->batch[c] = 4;
-    h->allocates[c] = 0; /* a recycled heap starts afresh */
-    h->drain[c] = 0;
-    atomic_store_explicit(&h->dry[c], 0, memory_order_relaxed);
-    h->refill_run[c] = 0;
-    /* Empty after a thread exit; a heap of a thread that vanished in a fork
-     * may come back with lists whose blocks are lost to the child (as its
-     * cached blocks are: remote.c, "Fork"). */
-    h->pend[c + 1] = (hak_pend_t){0};
-  }
+  /* A recycled heap starts afresh: the arrays cleared whole (memset; tcache_init). */
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) h->batch[c] = 4;
+  memset(h->allocates, 0, sizeof h->allocates);
+  memset(h->drain, 0, sizeof h->drain);
+  memset(h->refill_run, 0, sizeof h->refill_run);
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) atomic_store_explicit(&h->dry[c], 0, memory_order_relaxed);
+  /* Empty after a thread exit; a heap of a thread that vanished in a fork
+   * may come back with lists whose blocks are lost to the child (as its
+   * cached blocks are: remote.c, "Fork"). */
+  memset(&h->pend[1], 0, HAK_NCLASSES * sizeof h->pend[1]);
   /* Caps start small; heap/tcache.c grows them as classes are used, and
    * lays out the slot areas by cap. */
   h->kept_pages = 0;
