@@ -1,47 +1,15 @@
-/* heap_exit.c — the end of a thread heap's life: parking it with its pages
- * when its thread exits (heap_park) and giving a parked heap's pages up when
- * no thread takes it (heap_unpark), tearing down the heap of a thread that
- * vanished (heap_destroy: empty pages back to their segments, the rest
+/* heap_exit.c — the end of a thread heap's life: tearing it down when its
+ * thread exits (heap_destroy: empty pages back to their segments, the rest
  * abandoned for adoption), releasing what a dying heap still waited for
  * (heap_reap), and repairing a live heap in a forked child
  * (heap_repair_after_fork). The page side of a living heap (refill, flush,
  * remote collection, retiring empty pages) is heap.c's; this file only
  * calls into it (heap_collect_remote_held, heap_page_collect). Runs under
- * h->lock, as heap.c.
- *
- * Parking. An exiting thread, its caches and pending lists flushed
- * (thread.c), keeps its pages with blocks out on its heap's lists, owner
- * unchanged (its empty pages go to the exchange, as at heap_destroy), and
- * the heap goes back to the pool (heap/pool.c), whose free stack hands the
- * most recently parked heap to the next thread start (a thread whose first
- * call frees a block: the heap that owns it, if parked near the top), and
- * that thread goes on with the pages. Tearing down at every exit abandoned each page with blocks out
- * (bench_thread_churn: ~32 a thread, the 8 blocks a thread leaves to main
- * and main's cached frees keep every class's page in use) onto the
- * process-wide stacks, and the next thread adopted them back one by one, a
- * few atomic operations on shared lines each: adopt_page was the
- * allocator's most sampled function there. A parked heap is to the other
- * threads what an idle thread's heap is (collect.c): remote frees into its
- * pages signal it as before (it is never unmapped), the purge deadline's
- * collector takes them in, gives its kept empty pages back, and peers about
- * to cut a page may take its pages (collect.c, "Pages to a peer"). No signal
- * needs waiting for: the heap stays the pages' owner, so a signal on its way
- * lands on its stack and the next look (the next thread's refill, a
- * collector) takes it. A parked heap that no thread took for a collector
- * pass (its activity count unchanged), or any at a forced pass (malloc_trim,
- * hak_collect), gives its pages up as heap_destroy would, under its lock
- * (heap_unpark): retired if empty, else abandoned; a page whose bit was
- * already set has a signal on its way to the heap and stays until a later
- * look takes it. The thread start that pops the heap meanwhile waits for
- * that lock before it touches the lists (thread.c, thread_heap_init).
- * Fork: the child gives up the parked heaps' pages as the other heaps' of
- * threads it does not have (heap/pool.c). */
+ * h->lock, as heap.c. */
 #include "heap/heap.h"
 #include "remote/remote.h"
 #include "segment/segment.h"
 #include "os/os.h"
-#include "policy/config.h"
-#include "policy/purger.h"
 
 #include <sched.h>
 
@@ -87,7 +55,6 @@ static void release_all(hak_heap_t *h) {
   HEAP_FOR_EACH_PAGE(h, list, p) page_release(p);
   for (unsigned c = 0; c < HAK_NCLASSES; c++) h->avail[c] = h->full[c] = (hak_page_list_t){0};
   h->awaiting = 0;
-  h->kept_pages = 0;
   /* Only after fork can a heap still hold a page cache here, and its thread
    * (gone) may have been changing it outside any busy mark (large blocks):
    * those pages are lost to the child rather than trusted. */
@@ -127,42 +94,6 @@ bool heap_destroy(hak_heap_t *h) {
   bool done = h->awaiting == 0;
   heap_unlock(h);
   return done;
-}
-
-/* Thread exit ("Parking" above). */
-void heap_park(hak_heap_t *h) {
-  heap_lock(h);
-  busy_begin(h);
-  heap_collect_remote_held(h);
-  HEAP_FOR_EACH_PAGE(h, list, p) {
-    if (p->used != 0 || !remote_idle(p)) continue;
-    page_unkeep(h, p);
-    list_remove(list, p);
-    p->next = p->prev = NULL;
-    page_cache_free(NULL, p); /* to the exchange: any thread takes it */
-  }
-  page_cache_flush(&h->pcache);
-  bool pages = heap_has_pages(h);
-  busy_end(h);
-  heap_unlock(h);
-  /* If no thread takes the heap meanwhile, a collector gives its pages up
-   * (collect.c, heap_collect_idle). */
-  if (pages) purge_arm((os_now_ms() + 2 * hak_config.purge_delay_ms) | 1);
-}
-
-/* A collector, h->lock held, h parked and untouched since its last pass. */
-void heap_unpark(hak_heap_t *h) {
-  busy_begin(h);
-  heap_collect_remote_held(h);
-  HEAP_FOR_EACH_PAGE(h, list, p) {
-    /* A page whose bit was set has a signal on its way to h: it stays, and
-     * the look that pops it (the next owner, a collector) takes it in. */
-    if (remote_fence(p)) continue;
-    page_unkeep(h, p);
-    list_remove(list, p);
-    page_release(p);
-  }
-  busy_end(h);
 }
 
 bool heap_reap(hak_heap_t *h, bool lost) {
