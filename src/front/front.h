@@ -140,6 +140,14 @@ HAK_INLINE hak_fast_bin_t *fast_bin_at(uintptr_t off) { return (hak_bin_t *)((ch
 HAK_INLINE unsigned fast_bin_off(hak_fast_bin_t *b) { return (unsigned)((char *)b - (char *)hak_tls.bins); }
 #define FAST_PTR_STEP(b, d) ((b)->ptr += (d))
 #endif
+/* free's push of p into slot s (= b->ptr, not the FULL word): the slot, the
+ * cached top, one step up. */
+#define FAST_SLOT_PUSH(b, s, p) \
+  do {                          \
+    *(s) = (p);                 \
+    (b)->top = (p);             \
+    FAST_PTR_STEP(b, 1);        \
+  } while (0)
 
 /* malloc's miss: refill the thread's bin b (its class follows from b). */
 void *alloc_bin_slow(hak_fast_bin_t *b) HAK_HIDDEN;
@@ -255,9 +263,7 @@ HAK_INLINE void free_block(void *p) {
     /* Pushed first, checked after: the check is then a tail call to a
      * leaf with every scratch register to itself, and this path saves
      * none (a failed check aborts, so the push does not matter). */
-    *s = p;
-    b->top = p;
-    FAST_PTR_STEP(b, 1);
+    FAST_SLOT_PUSH(b, s, p);
     secure_free_fast(p, c->size);
     return;
 #elif HAK_CHECKS
@@ -268,9 +274,7 @@ HAK_INLINE void free_block(void *p) {
     }
     ((uintptr_t *)p)[1] = (uintptr_t)w;
 #endif
-    *s = p;
-    b->top = p;
-    FAST_PTR_STEP(b, 1);
+    FAST_SLOT_PUSH(b, s, p);
     return;
   }
 #if HAK_SECURE

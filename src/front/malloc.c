@@ -166,9 +166,7 @@ HAK_NOINLINE void free_checked(void *p, uintptr_t off) {
     return;
   }
   ((uintptr_t *)p)[1] = (uintptr_t)w;
-  *s = p;
-  b->top = p;
-  FAST_PTR_STEP(b, 1);
+  FAST_SLOT_PUSH(b, s, p);
 }
 #endif
 

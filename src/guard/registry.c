@@ -42,14 +42,15 @@ hak_slice_window_ref_t hak_slice_window = {(const hak_slice_window_t *)&no_windo
 #if HAK_WORD_CHECKS
 /* hak_block_check is a constant table, so a window can copy it whenever it
  * is mapped, before or after start-up. */
+/* floor(2^64 / size) + 1, or 2^64 / size for a power of two: the factor of
+ * the exact divisibility tests (block_carved_start, block_mid_ok_map). */
+static uint64_t check_mul64(uint32_t size) { return UINT64_MAX / size + 1; }
 static void checks_copy(hak_fast_check_t *check) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
     check[v].mul = hak_block_check[v].mul;
     check[v].bound = hak_block_check[v].fast_bound;
     uint32_t size = hak_block_check[v].size;
-    /* floor(2^64 / size) + 1, or 2^64 / size for a power of two
-     * (block_carved_start, guard/block_check.h) */
-    check[v].mul64 = size ? UINT64_MAX / size + 1 : 0;
+    check[v].mul64 = size ? check_mul64(size) : 0;
   }
 }
 /* For slice j of the page (offset off = j * 2^16 in it): the phase is off
@@ -65,7 +66,7 @@ static void checks_copy(hak_fast_check_t *check) {
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
   if (size > HAK_MID_PHASE_MAX || n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
-  uint64_t mul64 = UINT64_MAX / size + 1, e = mul64 * size;
+  uint64_t mul64 = check_mul64(size), e = mul64 * size;
   uint32_t carved = (uint32_t)(carved_bytes / size), per = (uint32_t)(HAK_SLICE_SIZE / size);
   uintptr_t slice = (uintptr_t)start >> HAK_SLICE_SHIFT;
   for (unsigned j = 0; j < n; j++, slice++) {
