@@ -6,10 +6,11 @@
  * queued bit of a page owned by a worker thread (step one of remote_push),
  * then lets the worker exit and joins it, and only then pushes the page onto
  * the owner's remote-page stack (step two).  The exiting worker must not
- * wait for ever; its heap must not be reused while the signal is on its way
- * (the page must still name it as owner when step two reads it); and after
- * the signal has arrived the heap is reused by the next thread and the page
- * is given up (abandoned or retired), its pending block counted back.
+ * wait for ever; the page must still name its heap as owner when step two
+ * reads it (the heap is parked with its pages: heap/heap_exit.c, "Parking");
+ * after the signal has arrived the next thread may reuse the heap, and a
+ * forced collection (malloc_trim) gives the parked heap's page up (abandoned:
+ * main still holds blocks of it), its pending block counted back.
  * Repeated for several size classes and rounds.  Then the same with a fork:
  * the owner forks while the sender is stalled, and the child's copy of the
  * owner exits; the signal can never arrive in the child, which must still
@@ -127,11 +128,14 @@ int main(int argc, char **argv)
         do
             page->qnext = top;
         while (!atomic_compare_exchange_weak(&h->remote_pages, &top, page));
-        /* the next thread's start reaps the dying heap, then may reuse it */
+        /* the next thread may reuse the parked heap (and take the signal in);
+         * it parks it again at its exit, and the forced collection gives
+         * the pages of the parked heaps up */
         hak_heap_t *nh = NULL;
         CHECK(pthread_create(&t, NULL, next_thread, &nh) == 0, "pthread_create failed");
         CHECK(pthread_join(t, NULL) == 0, "pthread_join failed");
         reused += nh == j.heap;
+        malloc_trim(0);
         CHECK(page->state == HAK_PAGE_ABANDONED && atomic_load(&page->owner) == NULL,
               "round %d: the page of the arrived signal was not given up (state %d)", r, page->state);
         CHECK(page->used == used_before - 1, "round %d: the page counts %u blocks out, not %u (the sent one back)",
@@ -155,7 +159,7 @@ int main(int argc, char **argv)
     }
     printf("test_remote_preempt: OK: %d owner exits with a signal stalled in flight (%d of them after the owner "
            "forked, the child's copy exiting too): no hang, the page kept its owner until the signal arrived, "
-           "heap reused afterwards in %u rounds\n",
+           "heap reused by the next thread in %u rounds\n",
            last - first, last > ROUNDS ? last - (first > ROUNDS ? first : ROUNDS) : 0, reused);
     return 0;
 }

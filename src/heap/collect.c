@@ -46,10 +46,15 @@
  *   outside a change, e.g. around its page cache for a large block, which
  *   the child's repair discards anyway). This runs first among the child
  *   handlers, since the repair of vanished threads' heaps takes their locks.
- * thread exit: heap_destroy runs under h->lock. A heap still awaiting
- *   signals after it (h->awaiting, remote.c) is left alone: its stack is
- *   heap_reap's, which runs under h->lock too. A recycled heap has an empty
- *   remote stack and is skipped.
+ * thread exit: heap_park and heap_destroy (a vanished thread's heap) run
+ *   under h->lock. A heap still awaiting signals after heap_destroy
+ *   (h->awaiting, remote.c) is left alone: its stack is heap_reap's, which
+ *   runs under h->lock too. A parked heap (heap_exit.c, "Parking") is
+ *   collected as an idle owner's; one that no thread took since the last
+ *   pass (its activity unchanged), or any at a forced pass, gives its pages
+ *   up (heap_unpark, under the lock held here: a thread that pops it from
+ *   the pool meanwhile waits for the lock before it touches them). A pass
+ *   that leaves a parked heap with pages arms the deadline again.
  * A preempted collector delays only the owner's next slow path, and other
  *   collectors (trylock fails, they move on).
  * Idle owners' pages: a heap keeps the empty page of a class it refilled
@@ -79,6 +84,7 @@
  *   exited threads (their frees are rare: a flush adopts such a page). */
 #include "heap/collect.h"
 #include "heap/heap.h"
+#include "heap/pool.h"
 #include "os/lock.h"
 #include "os/os.h"
 #include "policy/config.h"
@@ -137,8 +143,15 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
      * there (purge_run) to their segments, where the purge policy sees them. */
     if (heap_trylock(h)) {
       if (!h->awaiting) {
+        /* A parked heap (heap_exit.c, "Parking") that no thread took since
+         * the last pass, or any at a forced pass: its pages go to the others. */
+        bool unpark = pool_parked(h) &&
+                      (mode == COLLECT_FORCE ||
+                       atomic_load_explicit(&h->activity, memory_order_relaxed) == h->activity_seen);
+        if (unpark) heap_unpark(h);
         if (h->pcache.n) page_cache_flush(&h->pcache);
-        if (heap_release_idle(h, now | 1)) next = earlier(next, (now + delay) | 1);
+        bool parked = !unpark && pool_parked(h) && heap_has_pages(h); /* a look next pass */
+        if (heap_release_idle(h, now | 1) || parked) next = earlier(next, (now + delay) | 1);
       }
       heap_unlock(h);
     }

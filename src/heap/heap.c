@@ -1,9 +1,9 @@
 /* heap.c — a living heap's pages: taking blocks from them (refill), giving
  * blocks back (flush), collecting remote frees and retiring empty pages.
- * Tearing the heap down when its thread exits, and repairing it after fork,
- * are in heap_exit.c, which calls into this file, never the reverse; taking
- * blocks from one page (its free list, a carve, a carve again) is carve.h,
- * compiled into this file. Only the owning thread runs these on its heap
+ * Parking the heap when its thread exits (or tearing it down), and repairing
+ * it after fork, are in heap_exit.c, which calls into this file, never the
+ * reverse; taking blocks from one page (its free list, a carve, a carve
+ * again) is carve.h, compiled into this file. Only the owning thread runs these on its heap
  * (the shared heap runs them under its lock), holding h->lock; the one
  * exception is a collector that got h->lock by a try while the owner stayed
  * away (heap/collect.c).

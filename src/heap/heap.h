@@ -396,11 +396,24 @@ void heap_collect_remote_held(hak_heap_t *h) HAK_HIDDEN;
 void heap_page_collect(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
 /* Adopt a page into h (from the abandoned list). */
 void heap_page_adopted(hak_heap_t *h, hak_page_t *page) HAK_HIDDEN;
-/* Tear down at thread exit (heap/heap_exit.c, as the two below): retire
- * empty pages, abandon the rest. Waits a bounded time for remote signals in
- * flight; false if some have not arrived (their pages are still on h's
- * lists): h must then not be reused until heap_reap says so. */
+/* Tear down the heap of a thread that vanished (heap/pool.c; heap/heap_exit.c,
+ * as those below): retire empty pages, abandon the rest. Waits a bounded time
+ * for remote signals in flight; false if some have not arrived (their pages
+ * are still on h's lists): h must then not be reused until heap_reap says so. */
 bool heap_destroy(hak_heap_t *h) HAK_HIDDEN;
+HAK_INLINE bool heap_has_pages(const hak_heap_t *h) {
+  for (unsigned c = 0; c < HAK_NCLASSES; c++)
+    if (h->avail[c].head || h->full[c].head) return true;
+  return false;
+}
+/* Thread exit (heap_exit.c, "Parking"): h keeps its pages with a few blocks
+ * out for the next thread the pool hands it to (those mostly handed out are
+ * abandoned); its remote frees taken in, its page cache flushed. */
+void heap_park(hak_heap_t *h) HAK_HIDDEN;
+/* Collector side, h->lock held, h parked and not taken since (collect.c):
+ * its pages given up as at heap_destroy (retired if empty, else abandoned),
+ * but for those with a signal on its way to h, which stay. */
+void heap_unpark(hak_heap_t *h) HAK_HIDDEN;
 /* A dying heap: release the pages whose signals have arrived since; with
  * `lost`, all of them (after fork, when the senders no longer exist). True
  * when nothing is awaited any more and h may be reused. */
@@ -439,7 +452,7 @@ void tcache_publish(hak_tls_t *t) HAK_HIDDEN;
 size_t heap_thread_cached_bytes(void) HAK_HIDDEN;
 
 /* Thread side (heap/thread.c). */
-bool  thread_heap_init(hak_tls_t *t) HAK_HIDDEN;      /* false: use the shared heap */
+bool  thread_heap_init(hak_tls_t *t, hak_heap_t *hint) HAK_HIDDEN;      /* false: use the shared heap */
 /* *cold: false when the block came without a cold event (a dry class's
  * borrow, thread.c "Borrowing"): the caller then skips the purge tick. */
 void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) HAK_HIDDEN;

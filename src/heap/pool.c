@@ -38,29 +38,35 @@
  * a relaxed CAS: a lost update only repeats or skips a look), and for up to
  * two LIVE heaps of other threads, not busy, asks tgkill whether the thread
  * still exists (outside any lock: two system calls). Looking at every start
- * cost bench_thread_churn (5000 threads) two tgkill calls per thread start,
- * ~0.4 us each here, and up to 16 other heaps' records; a vanished heap is
- * rare, and a start that would map a heap still always looks first, so a
- * program whose threads all vanish (test_late_heap) reuses their heaps as
- * before. If not (ESRCH: it ran no more code, so the heap is not
- * half-changed), it claims the heap with a CAS of the whole word from the
+ * cost bench_thread_churn (5000 threads) two tgkill calls and up to 16
+ * other heaps' records per thread start, each tgkill ~0.4 us here; a
+ * vanished heap is rare, and a start that would map a heap still always
+ * looks first, so a program whose threads all vanish (test_late_heap) keeps
+ * reusing their heaps as before. If not (ESRCH: it ran no more code, so the
+ * heap is not half-changed), it claims the heap with a CAS of the whole word from the
  * value it read (LIVE, tid, gen) to HELD: a heap whose thread exited
  * normally in between is not LIVE any more, and a recycled one has another
- * generation, so the CAS fails. The claimer tears it down as at thread exit.
+ * generation, so the CAS fails. The claimer tears it down (heap_destroy),
+ * then the word becomes FREE (the heap pushed onto the free stack) or DYING
+ * (onto the dying stack).
  *
- * Thread exit: heap_destroy, then the word becomes FREE (the heap pushed
- * onto the free stack) or DYING (onto the dying stack). A thread preempted
- * between the store and the push holds only its own heap.
+ * Thread exit: heap_park (the heap keeps its pages for the next thread the
+ * free stack hands it to: heap/heap_exit.c, "Parking"), then the word
+ * becomes FREE and the heap is pushed onto the free stack. A thread
+ * preempted between the store and the push holds only its own heap. A FREE
+ * heap that has been a thread's (generation > 0) is parked (pool_parked):
+ * a collector that holds its lock may give its pages up; the thread that
+ * pops it takes that lock before it touches them.
  *
  * Fork. Nothing is held: a thread of the parent may have been anywhere in
  * here. The child (single-threaded) rebuilds both stacks from the states,
  * walking the all-heaps list: every heap but the survivor's and the shared
  * heap goes to the free stack, after heap_reap with `lost` (its pages
- * abandoned or retired) if it was LIVE, DYING or HELD, except a heap marked
- * busy (its lists caught half-changed by its owner, a reaper or a claimer
- * that do not exist in the child): that one is set HELD and left alone,
- * memory lost to the child, never corrupted. A heap popped but not yet
- * LIVE is FREE: it goes back to the stack. A heap mapped but not yet on the
+ * abandoned or retired; a FREE heap's are those it was parked with), except
+ * a heap marked busy (its lists caught half-changed by its owner, a reaper
+ * or a claimer that do not exist in the child): that one is set HELD and
+ * left alone, memory lost to the child, never corrupted. A heap
+ * popped but not yet LIVE is FREE: it goes back to the stack. A heap mapped but not yet on the
  * all-heaps list is lost (its memory only). */
 #include "heap/pool.h"
 #include "heap/heap.h"
@@ -190,12 +196,43 @@ static size_t heap_bytes(void) {
 
 void pool_init(void) { process_id = (int)getpid(); }
 
-hak_heap_t *pool_take(int tid) {
+/* The parked heap `hint` (the owner of the block a new thread frees first)
+ * if it is among the top HINT_DEPTH heaps of the free stack, else the top
+ * one; the others popped on the way go back. Popped heaps stay FREE until
+ * the caller sets one LIVE (see Fork above). bench_larson gives each new
+ * thread of a lineage the blocks of the one before it, which it frees
+ * first; handed the top heap, a thread got the other lineage's (the order
+ * of the exits), and every free of an inherited block went to the other
+ * thread remotely, its room waiting there: larson +2.8% CPU time, +10%
+ * minor faults, +6% peak RSS against tearing down at every exit. */
+#define HINT_DEPTH 4
+static hak_heap_t *free_pop_hinted(hak_heap_t *hint) {
+  hak_heap_t *h = free_pop();
+  if (!h || !hint || h == hint || !pool_parked(hint)) return h;
+  hak_heap_t *held[HINT_DEPTH], *got = NULL;
+  unsigned n = 0;
+  held[n++] = h;
+  while (n < HINT_DEPTH && (h = free_pop()) != NULL) {
+    if (h == hint) {
+      got = h;
+      break;
+    }
+    held[n++] = h;
+  }
+  if (!got) got = held[0]; /* not found: the top one, as without a hint */
+  while (n) { /* the others back, in their order */
+    h = held[--n];
+    if (h != got) free_push(h);
+  }
+  return got;
+}
+
+hak_heap_t *pool_take(int tid, hak_heap_t *hint) {
   reap_dying();
-  hak_heap_t *h = free_pop(); /* FREE until set LIVE below, as before the look */
+  hak_heap_t *h = free_pop_hinted(hint); /* FREE until set LIVE below, as before the look */
   hak_heap_t *gone =
       (!h || (unsigned)tid % VANISHED_EVERY == 0) && heap_all_first()->all_next ? vanished_heap(tid) : NULL;
-  if (gone) { /* torn down like at thread exit */
+  if (gone) { /* torn down (heap_destroy) */
     pool_retire(gone, heap_destroy(gone));
     HAK_STAT_INC(HAK_EV_THREAD_EXIT);
     if (!h) h = free_pop();
@@ -226,6 +263,11 @@ void pool_retire(hak_heap_t *h, bool destroyed) {
   reap_dying();
 }
 
+bool pool_parked(hak_heap_t *h) {
+  uint64_t w = word(h);
+  return w_state(w) == POOL_FREE && w_gen(w) != 0; /* (gen 0: never a thread's: user heaps, the shared one) */
+}
+
 void pool_atfork_child(hak_heap_t *mine) {
   process_id = (int)getpid();
   atomic_store_explicit(&free_top, 0, memory_order_relaxed);
@@ -238,7 +280,7 @@ void pool_atfork_child(hak_heap_t *mine) {
       set_word(h, 0, POOL_HELD);
       continue;
     }
-    if (w_state(word(h)) != POOL_FREE) heap_reap(h, true);
+    heap_reap(h, true); /* FREE ones too: a parked heap's pages (heap_park) */
     to_free(h);
   }
 }

@@ -1,5 +1,6 @@
 /* thread.c — a thread's heap over its life: created on the thread's first
- * allocation, its caches refilled and flushed, torn down at thread exit. Also
+ * allocation, its caches refilled and flushed, parked with its pages at
+ * thread exit (heap/heap_exit.c, "Parking") for the next thread. Also
  * the shared heap, which serves allocations no thread heap can (during
  * start-up recursion, and from TLS destructors that run after ours).
  *
@@ -69,7 +70,8 @@ static void thread_exit(void *arg) {
   t->state = HAK_THREAD_DEAD;
   t->heap = NULL;
   HAK_STAT_OWN(NULL); /* before h goes back: another thread may take it */
-  pool_retire(h, heap_destroy(h));
+  heap_park(h);
+  pool_retire(h, true);
   HAK_VG_LEAVE();
   HAK_STAT_INC(HAK_EV_THREAD_EXIT);
 }
@@ -86,11 +88,11 @@ void thread_key_init(void) {
   exit_key_ok = pthread_key_create(&exit_key, thread_exit) == 0;
 }
 
-bool thread_heap_init(hak_tls_t *t) {
+bool thread_heap_init(hak_tls_t *t, hak_heap_t *hint) {
   if (t->state != HAK_THREAD_NEW) return t->state == HAK_THREAD_LIVE;
   if (!hak_init_done() && !hak_init()) return false;
   if (HAK_UNLIKELY(!exit_key_ok)) return false;
-  hak_heap_t *h = pool_take((int)syscall(SYS_gettid));
+  hak_heap_t *h = pool_take((int)syscall(SYS_gettid), hint);
   if (!h) return false;
   heap_lock(h); /* a collector may look at a recycled heap */
   /* A recycled heap starts afresh: the arrays cleared whole (memset; tcache_init). */
@@ -105,7 +107,6 @@ bool thread_heap_init(hak_tls_t *t) {
   memset(&h->pend[1], 0, HAK_NCLASSES * sizeof h->pend[1]);
   /* Caps start small; heap/tcache.c grows them as classes are used, and
    * lays out the slot areas by cap. */
-  h->kept_pages = 0;
   tcache_init(t, h);
   heap_unlock(h);
   t->heap = h;
@@ -238,7 +239,7 @@ static void *borrow_block(hak_tls_t *t, unsigned cls, unsigned lender) {
 
 void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
   *cold = true;
-  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) return shared_alloc(cls);
+  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t, NULL)) return shared_alloc(cls);
   hak_bin_t *b = bin_of(t, cls);
   if (b->top) return bin_pop(b);
   bin_open(t, cls);
@@ -298,7 +299,12 @@ void *heap_refill_alloc(hak_tls_t *t, unsigned cls, bool *cold) {
  * keeps a small cap (tcache.c, tcache_drain_event) and flushes its whole
  * cache, so each run still goes back with one CAS per page. */
 void heap_flush_free(hak_tls_t *t, unsigned cls, void *p) {
-  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) && !thread_heap_init(t)) {
+  /* A thread whose first call frees: the heap that owns the block, if it
+   * is parked and near the top of the pool (heap/pool.c, free_pop_hinted). */
+  if (HAK_UNLIKELY(t->state != HAK_THREAD_LIVE) &&
+      !thread_heap_init(t, t->state == HAK_THREAD_NEW
+                               ? atomic_load_explicit(&page_of(p)->owner, memory_order_relaxed)
+                               : NULL)) {
     /* No heap of our own (exited, or start-up): hand the block to its page's owner. */
     remote_push(page_of(p), p, p, 1);
     HAK_CSTAT_ADD(cls, HAK_CS_RETURNED, 1);

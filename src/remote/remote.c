@@ -35,7 +35,17 @@
  * signal on its way) and no block is out (used == 0), after which no thread
  * can reach the page through a block any more.
  *
- * Thread exit (heap_destroy). The dying heap sets the bit on all its pages.
+ * Thread exit. The heap is parked with its pages, owner unchanged (heap/
+ * heap_exit.c, "Parking"): signals to it land on its stack as before, and
+ * nothing waits. Its pages are given up later, when no thread took the heap
+ * for a collector pass (heap_unpark), as here: a page whose bit was clear is
+ * released, one whose bit was set stays until its signal is taken. A page
+ * mostly handed out is given up so at the exit itself (heap_park, "Mostly
+ * handed out"), under the same fence: released if its bit was clear, kept
+ * parked if it was set.
+ *
+ * A vanished thread's heap (heap/pool.c), torn down (heap_destroy). The dying
+ * heap sets the bit on all its pages.
  * A page whose bit was clear is released at once (retired if empty, else
  * abandoned with the bit set: frees into it pile up silently until a live
  * heap adopts it and takes the list, clearing the bit). A page whose bit was
@@ -87,7 +97,8 @@
  *  - A preempted taker holds its chain: the stack looks empty meanwhile, and
  *    refills cut new pages instead; a page in the chain is still claimed by
  *    a thread freeing into it. Segments stay mapped until it is done.
- *  - Thread exit: abandoning is the last thing a dying heap does with a page.
+ *  - Thread exit, unparking: abandoning is the last thing a dying or parked
+ *    heap does with a page.
  *  - Fork: the stacks are consistent at every instant (single CASes). A taker
  *    that vanished held its chain privately: in the child those pages are on
  *    no stack (adopted only by a thread freeing into them) and their segments
