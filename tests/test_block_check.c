@@ -24,8 +24,11 @@
 #include "heap/size_class.h"
 
 #if HAK_CHECKS && !HAK_SECURE
-/* free()'s mid test (block_mid_ok_map, the window's mid_phase and
- * mid_bound) on real pages of every class of several slices up to
+/* free()'s test in the window (block_slice_ok_map, the window's
+ * slice_add and slice_bound) on real pages of every one-slice class: at
+ * every offset of the slice of a block of the class, yes exactly at the
+ * class's block starts (block_fast_ok's answer), and on the slice of a
+ * large block, never. Then on real pages of every class of several slices up to
  * HAK_MID_PHASE_MAX: blocks are taken until one's page is carved to its
  * end; at every offset of each of that page's slices the test says yes
  * exactly at the page's blocks, and on the last page, carved in part, at
@@ -35,6 +38,48 @@
  * holds one), the last page's first block not carved yet: each reported
  * (stderr), the first two never handed out by a malloc after, the third
  * only once (by its carve). */
+static void one_slice_pages(unsigned long long *checked)
+{
+    const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+    unsigned tested = 0;
+    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+        uint32_t size = hak_class_size[c];
+        const hak_block_check_t *e = &hak_block_check[c + 1];
+        if (class_slices(c) != 1)
+            continue;
+        char *b = malloc(size);
+        CHECK(b != NULL, "malloc(%u)", size);
+        uintptr_t i = ((uintptr_t)b >> HAK_SLICE_SHIFT) - w->first;
+        uintptr_t off = (uintptr_t)(c + 1) * HAK_SLICE_MAP_SCALE;
+        CHECK(slice_map_entry(b) == off, "class %u: slice map entry %u", c, slice_map_entry(b));
+        if (i < HAK_WIN_ENTRIES) {
+            const uint8_t *slice = (const uint8_t *)((uintptr_t)b & ~(uintptr_t)(HAK_SLICE_SIZE - 1));
+            for (uint64_t o = 0; o < HAK_SLICE_SIZE; o++) {
+                bool want = o % size == 0 && o / size < e->fast_lim;
+                CHECK(block_slice_ok_map(slice + o, w, i, off) == want,
+                      "class %u (%u B): offset %llu of a slice of its page: free()'s test says %d", c, size,
+                      (unsigned long long)o, !want);
+                CHECK(block_fast_ok(slice + o, e) == want, "class %u: the 32-bit test disagrees at %llu", c,
+                      (unsigned long long)o);
+                (*checked)++;
+            }
+            tested++;
+        }
+        free(b);
+    }
+    /* a large block's slices: sentinel entry, bound 0 */
+    char *big = malloc(512 * 1024);
+    CHECK(big != NULL, "malloc(512 KiB)");
+    uintptr_t bi = ((uintptr_t)big >> HAK_SLICE_SHIFT) - w->first;
+    unsigned bv = slice_map_entry(big);
+    if (bi < HAK_WIN_ENTRIES)
+        for (uint64_t o = 0; o < HAK_SLICE_SIZE; o += 16)
+            CHECK(!block_slice_ok_map(big + o - ((uintptr_t)big & (HAK_SLICE_SIZE - 1)), w, bi, bv),
+                  "a large block's slice, offset %llu: free()'s test says yes", (unsigned long long)o);
+    free(big);
+    printf("test_block_check: free()'s window test tried on real pages of %u one-slice classes\n", tested);
+}
+
 static void mid_pages(unsigned long long *checked)
 {
     unsigned tested = 0;
@@ -70,7 +115,7 @@ static void mid_pages(unsigned long long *checked)
             for (uint64_t o = 0; o < HAK_SLICE_SIZE; o++) {
                 uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
                 bool want = po % size == 0 && po / size < done->capacity;
-                CHECK(block_mid_ok_map(slice + o, w, first + j, off) == want,
+                CHECK(block_slice_ok_map(slice + o, w, first + j, off) == want,
                       "class %u (%u B): slice %u of its page, offset %llu: mid test says %d", c, size, j,
                       (unsigned long long)o, !want);
                 (*checked)++;
@@ -88,7 +133,7 @@ static void mid_pages(unsigned long long *checked)
                     uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
                     bool want = po % size == 0 && po / size < carved &&
                                 (!pow2 || (size_t)j * per + per <= carved);
-                    CHECK(block_mid_ok_map(last->start + po, w, li + j, off) == want,
+                    CHECK(block_slice_ok_map(last->start + po, w, li + j, off) == want,
                           "class %u (%u B): page with %zu of %u blocks carved, slice %u, offset %llu: mid test "
                           "says %d", c, size, carved, last->capacity, j, (unsigned long long)o, !want);
                 }
@@ -234,6 +279,7 @@ int main(void)
         }
     }
     CHECK(w->check[0].mul64 == 0 && w->check[HAK_NCLASSES + 1].mul64 == 0, "the sentinels' mul64 must be 0");
+    one_slice_pages(&checked);
     mid_pages(&checked);
 #endif
     printf("test_block_check: OK: %u classes, %u with the fast test; %llu offsets checked against division\n",

@@ -25,11 +25,12 @@
  * Elsewhere (page-relative offsets of pages of several slices) the test is
  * the rotation: for size = 2^s * o (o odd), rotate_right(off * o^-1 mod
  * 2^64, s) equals off / size when size divides off, and is larger than any
- * block index otherwise. Classes whose pages span several slices: in the
- * standard build free() tries block_mid_ok_map (per-slice phase and bound
- * in the window, set as the page is carved), then free_checked
- * block_carved_start (the page record's bump and start), then the full
- * test; the secure build (and its slice 0) takes the full test on the slow
+ * block index otherwise. In the standard build free() of a block in the
+ * window takes block_slice_ok_map instead, one test for one-slice classes
+ * and for classes whose pages span several slices (per-slice offset and
+ * bound in the window, the latter set as the page is carved), then
+ * free_checked block_carved_start (the page record's bump and start), then
+ * the full test; the secure build (and its slice 0) takes the full test on the slow
  * path (block_is_live_start: the page record, its start, what has been
  * carved). */
 #ifndef HAK_BLOCK_CHECK_H
@@ -101,42 +102,41 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, ui
 #endif
 }
 
-/* free()'s test in the standard build for a block that failed the slice
- * test (block_fast_ok_map), before free_checked: p's slice (index i in the
- * window w, HAK_WIN_ENTRIES or more outside it) belongs to a page of a
- * class of several slices, and p's offset in the slice plus the slice's
- * phase, x, is a multiple of the size at one of the page's carved blocks
- * (registry.c, slice_map_mid_carved, has the arithmetic: x * mul64 <
- * mid_bound, x < 2^17, exact as in block_carved_start). Every slice where
- * this does not hold reads bound 0 (registry.h): one-slice classes, large
- * and free slices, pages not carved yet, classes above HAK_MID_PHASE_MAX,
- * memory not ours; a stale bound is still a bound (it grows with the
- * bump, and goes to 0 before the slice changes hands). A sentinel's bin
- * (large, not ours) has no slots, whatever the test says. So p, past this,
- * is a block start below its page's bump, as the slice test makes it for
- * one-slice classes: the cache takes it. The
- * x86_64 form reads phase, mul64 and bound from memory (five instructions
- * after the index's bound). */
-HAK_INLINE bool block_mid_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t i, uintptr_t off) {
-  if (i >= HAK_WIN_ENTRIES) return false;
+/* free()'s test in the standard build for p in the window (its slice's
+ * index i < HAK_WIN_ENTRIES, off its slice map entry): with x = p's
+ * offset in its slice, x * mul64 + slice_add[i] < slice_bound[i] (mod
+ * 2^64; registry.h). For a slice of a one-slice class that is
+ * block_fast_ok's test (slice_add 0, the bound of all the slice's
+ * blocks); for a slice of a page of several slices, a multiple of the
+ * size from the page's start at one of its carved blocks (registry.c,
+ * slice_map_mid_carved, has the arithmetic: exact as in
+ * block_carved_start, x + phase < 2^17). Every slice where neither holds
+ * reads bound 0: large and free slices, pages not carved yet, classes
+ * above HAK_MID_PHASE_MAX, memory not ours; a stale bound is still a
+ * bound (it grows with the bump, and goes to 0 before the slice changes
+ * hands). A sentinel's bin (large, not ours) has no slots, whatever the
+ * test says (its mul64 is 0). So p, past this, is a block start below its
+ * page's bump, or of a one-slice page: the cache takes it. One test for
+ * both kinds of slices, so no branch on which kind p's is (registry.h).
+ * The x86_64 form reads mul64, slice_add and slice_bound from memory:
+ * five instructions with the branch, one more than the 32-bit slice test
+ * (block_fast_ok_map), which the blocks outside the window keep. */
+HAK_INLINE bool block_slice_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t i, uintptr_t off) {
   uint64_t x = (uint16_t)(uintptr_t)p;
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-  uint64_t ph, bound;
   bool below;
-  __asm__("movzwl %c[phase](%[w],%[i],2), %k[ph]\n\t"
-          "addq %[ph], %[x]\n\t"
-          "imulq %c[m](%[w],%[off]), %[x]\n\t"
-          "movl %c[bnd](%[w],%[i],4), %k[bound]\n\t"
-          "cmpq %[bound], %[x]"
-          : [x] "+r"(x), [ph] "=&r"(ph), [bound] "=&r"(bound), "=@ccb"(below)
-          : [w] "r"(w), [i] "r"(i), [off] "r"(off), [phase] "i"(offsetof(hak_slice_window_t, mid_phase)),
-            [bnd] "i"(offsetof(hak_slice_window_t, mid_bound)),
+  __asm__("imulq %c[m](%[w],%[off]), %[x]\n\t"
+          "addq %c[add](%[w],%[i],8), %[x]\n\t"
+          "cmpq %c[bnd](%[w],%[i],8), %[x]"
+          : [x] "+r"(x), "=@ccb"(below)
+          : [w] "r"(w), [i] "r"(i), [off] "r"(off), [add] "i"(offsetof(hak_slice_window_t, slice_add)),
+            [bnd] "i"(offsetof(hak_slice_window_t, slice_bound)),
             [m] "i"(offsetof(hak_slice_window_t, check[0].mul64)), "m"(*w));
   return below;
 #else
-  x += __atomic_load_n(&w->mid_phase[i], __ATOMIC_RELAXED);
   uint64_t m = ((const hak_fast_check_t *)((const char *)w->check + off))->mul64;
-  return x * m < __atomic_load_n(&w->mid_bound[i], __ATOMIC_RELAXED);
+  return x * m + __atomic_load_n(&w->slice_add[i], __ATOMIC_RELAXED) <
+         __atomic_load_n(&w->slice_bound[i], __ATOMIC_RELAXED);
 #endif
 }
 

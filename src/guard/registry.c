@@ -43,7 +43,7 @@ hak_slice_window_ref_t hak_slice_window = {(const hak_slice_window_t *)&no_windo
 /* hak_block_check is a constant table, so a window can copy it whenever it
  * is mapped, before or after start-up. */
 /* floor(2^64 / size) + 1, or 2^64 / size for a power of two: the factor of
- * the exact divisibility tests (block_carved_start, block_mid_ok_map). */
+ * the exact divisibility tests (block_carved_start, block_slice_ok_map). */
 static uint64_t check_mul64(uint32_t size) { return UINT64_MAX / size + 1; }
 static void checks_copy(hak_fast_check_t *check) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
@@ -57,12 +57,16 @@ static void checks_copy(hak_fast_check_t *check) {
  * mod size, k0 = floor(off / size) is the last block of the page starting
  * at or before the slice's start, and p at offset o of the slice is a
  * block start exactly when x = o + phase is a multiple of the size, block
- * k0 + x / size; so x * mul64 (the check copy's; block_mid_ok_map) is
+ * k0 + x / size; so x * mul64 (the check copy's; block_slice_ok_map) is
  * (x / size) * e for those, e = mul64 * size mod 2^64, and at least mul64
- * for the others: the bound (carved - k0) * e admits exactly the blocks
- * carved. A power of two (e = 0, its blocks fill its pages: per to a
- * slice) has no bound but 1, all the slice's multiples: only once the
- * slice's last block is carved. */
+ * for the others (x < 2^17: block_carved_start's arithmetic); free() forms
+ * it as o * mul64 + phase * mul64 (slice_add), the same value mod 2^64.
+ * The bound (carved - k0) * e admits exactly the blocks carved. A power of
+ * two (e = 0, its blocks fill its pages: per to a slice) has no bound but
+ * 1, all the slice's multiples: only once the slice's last block is
+ * carved. slice_add before slice_bound: a reader that sees the new bound
+ * sees the slice's phase (a page's phases do not change while it lives;
+ * slice_map_set made the bound 0 before the page's entries were set). */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
   if (size > HAK_MID_PHASE_MAX || n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
@@ -74,9 +78,20 @@ void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t c
     if (i >= HAK_WIN_ENTRIES) continue; /* the headers, or outside the window: free_checked */
     uint32_t off = j << HAK_SLICE_SHIFT, k0 = off / size;
     uint64_t bound = e ? (carved > k0 ? (carved - k0) * e : 0) : k0 + per <= carved;
-    __atomic_store_n(&w->mid_phase[i], (uint16_t)(off % size), __ATOMIC_RELAXED);
-    __atomic_store_n(&w->mid_bound[i], (uint32_t)bound, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->slice_add[i], (uint64_t)(off % size) * mul64, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->slice_bound[i], bound, __ATOMIC_RELAXED);
   }
+}
+
+/* The bound of a slice of a one-slice class (bin index v): its blocks,
+ * fast_lim, times e (1 for a power of two: e = 0, and its blocks fill the
+ * slice). 0 for anything else (pages of several slices, sentinels). The
+ * same test as block_fast_ok's 32-bit one, in free()'s 64-bit form. */
+static uint64_t one_slice_bound(unsigned v) {
+  if (v == 0 || v > HAK_NCLASSES || hak_block_check[v].fast_lim == 0) return 0;
+  uint32_t size = hak_block_check[v].size;
+  uint64_t e = check_mul64(size) * size;
+  return e ? hak_block_check[v].fast_lim * e : 1;
 }
 
 void slice_map_checks_init(void) {
@@ -146,12 +161,26 @@ void slice_map_set(const void *p, size_t n, unsigned v) {
   hak_slice_entry_t e = (hak_slice_entry_t)(v * HAK_SLICE_MAP_SCALE);
   uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+#if HAK_WORD_CHECKS
+  uint64_t bound = one_slice_bound(v);
+#endif
   for (size_t i = 0; i < n; i++, slice++) {
     if (slice - w->first < HAK_WIN_ENTRIES) { /* never for the headers */
-#if HAK_WORD_CHECKS /* the slice's page, if any, is new or gone: nothing carved */
-      __atomic_store_n(&w->mid_bound[slice - w->first], 0, __ATOMIC_RELAXED);
+#if HAK_WORD_CHECKS
+      /* The slice's page, if any, is new or gone: nothing carved. The
+       * bound is 0 while the entry changes (block_slice_ok_map), then a
+       * one-slice class's, whose blocks the test admits all (with the
+       * term 0 written before it; other slices' terms are read only
+       * under a bound their carve sets after them). */
+      __atomic_store_n(&w->slice_bound[slice - w->first], 0, __ATOMIC_RELAXED);
 #endif
       __atomic_store_n(&w->e[slice - w->first], e, __ATOMIC_RELAXED);
+#if HAK_WORD_CHECKS
+      if (bound) {
+        __atomic_store_n(&w->slice_add[slice - w->first], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&w->slice_bound[slice - w->first], bound, __ATOMIC_RELEASE);
+      }
+#endif
     }
     uintptr_t rel = __atomic_load_n(&hak_slice_map.top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);
     if (rel == 0) continue; /* no leaf: nothing of ours here (v must be 0) */

@@ -71,7 +71,7 @@ HAK_INLINE void page_carve(hak_page_t *p, void **out, unsigned k, size_t left) {
   page_bump_set(p, p->bump + (size_t)k * p->bsize);
 #if HAK_WORD_CHECKS
   /* free() takes the page's carved blocks on its mid test (guard/
-   * block_check.h, block_mid_ok_map). */
+   * block_check.h, block_slice_ok_map). */
   if (p->slice_count > 1) slice_map_mid_carved(p->start, p->slice_count, p->bsize, (size_t)(p->bump - p->start));
 #endif
 }
