@@ -29,6 +29,14 @@
  *                  first block, of 64 B (a segment's first page once took
  *                  slice 0, which the standard build now leaves to no
  *                  page): the same
+ *   realloc-interior-big, realloc-uncarved-big
+ *                  realloc(q, 30000) for the two pointers of interior-big
+ *                  and uncarved-big ("hakmem: realloc: invalid pointer"):
+ *                  NULL with EINVAL, the live block intact and still
+ *                  reallocated as usual, no block handed out twice after
+ *                  (realloc's test for a class of pages of several slices
+ *                  tries the slice's page record before the full test:
+ *                  guard/block_check.h, block_is_start_of_class)
  * (glibc's answer is to abort; this is HAKMEM's own, so there is no glibc
  * baseline.) Registered only for builds with checks. */
 #include "hak_test.h"
@@ -126,6 +134,46 @@ static int child_uncarved_big(void) {
   return 0;
 }
 
+/* realloc of a pointer into a live 20000-byte block (which 0) or of the
+ * first block start its page has not carved (which 1). */
+static int child_realloc_bad(int which) {
+  char *p = malloc(20000);
+  if (!p) return 5;
+  memset(p, 1, 20000);
+  size_t bsize = malloc_usable_size(p); /* 20480: 9 blocks to a page of 3 slices, 4 a carve */
+  char *bad = which == 0 ? p + 64 : p + 8 * bsize;
+  printf("%p\n", (void *)bad);
+  fflush(stdout);
+  errno = 0;
+  char *q = realloc(ht_hide_ptr(bad), 30000);
+  if (q != NULL || errno != EINVAL) {
+    fprintf(stderr, "child: realloc(%p) = %p, errno %d\n", (void *)bad, (void *)q, errno);
+    return 3;
+  }
+  for (size_t i = 0; i < 20000; i++)
+    if (p[i] != 1) return 4;
+  char *got[16];
+  for (int i = 0; i < 16; i++) {
+    got[i] = malloc(20000);
+    for (int j = 0; j < i; j++)
+      if (got[j] == got[i]) {
+        fprintf(stderr, "child: malloc(20000) returned %p twice\n", (void *)got[i]);
+        return 3;
+      }
+    if (got[i] < p + 20000 && got[i] + 20000 > p) {
+      fprintf(stderr, "child: malloc(20000) = %p overlaps the live block %p\n", (void *)got[i], (void *)p);
+      return 3;
+    }
+  }
+  char *r = realloc(p, 30000);
+  if (!r) return 5;
+  for (size_t i = 0; i < 20000; i++)
+    if (r[i] != 1) return 4;
+  for (int i = 0; i < 16; i++) free(got[i]);
+  free(r);
+  return 0;
+}
+
 static int child_huge_unmapped(void) {
   char *p = malloc(100 * MiB);
   memset(p, 1, 4096);
@@ -204,7 +252,7 @@ static int child_header(void) { return header_case(1000, 64); }
  * fast test has no header test: this case fails if slice 0 is a page's. */
 static int child_header_class(void) { return header_case(64, 128); }
 
-static int run_case(const char *self, const char *name, const char *env) {
+static int run_case_fn(const char *self, const char *name, const char *env, const char *fn) {
   const char *argv[] = {self, "case", name, NULL};
   ht_exec_t e = {env, argv};
   char obuf[128], ebuf[1024], how[64];
@@ -215,11 +263,14 @@ static int run_case(const char *self, const char *name, const char *env) {
   }
   char want[160];
   unsigned long long ptr = strtoull(obuf, NULL, 16);
-  snprintf(want, sizeof want, "hakmem: free: invalid pointer 0x%016llx", ptr);
+  snprintf(want, sizeof want, "hakmem: %s: invalid pointer 0x%016llx", fn, ptr);
   int ok = ht_exited0(status) && ptr && strstr(ebuf, want);
   printf("test_bad_free: %s: %s (child %s; stderr: %s)\n", name, ok ? "reported and ignored" : "FAILED",
          ht_status_text(status, how, sizeof how), ebuf[0] ? strtok(ebuf, "\n") : "(empty)");
   return ok ? 0 : 1;
+}
+static int run_case(const char *self, const char *name, const char *env) {
+  return run_case_fn(self, name, env, "free");
 }
 
 int main(int argc, char **argv) {
@@ -228,6 +279,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[2], "interior0") == 0) return child_interior0();
     if (strcmp(argv[2], "interior-big") == 0) return child_interior_big();
     if (strcmp(argv[2], "uncarved-big") == 0) return child_uncarved_big();
+    if (strcmp(argv[2], "realloc-interior-big") == 0) return child_realloc_bad(0);
+    if (strcmp(argv[2], "realloc-uncarved-big") == 0) return child_realloc_bad(1);
     if (strcmp(argv[2], "huge-unmapped") == 0) return child_huge_unmapped();
     if (strcmp(argv[2], "huge-reused") == 0) return child_huge_reused();
     if (strcmp(argv[2], "header") == 0) return child_header();
@@ -240,6 +293,8 @@ int main(int argc, char **argv) {
   fails += run_case(argv[0], "interior0", NULL);
   fails += run_case(argv[0], "interior-big", NULL);
   fails += run_case(argv[0], "uncarved-big", NULL);
+  fails += run_case_fn(argv[0], "realloc-interior-big", NULL, "realloc");
+  fails += run_case_fn(argv[0], "realloc-uncarved-big", NULL, "realloc");
   fails += run_case(argv[0], "huge-unmapped", NULL);
   fails += run_case(argv[0], "huge-reused", "HAKMEM_PROFILE=lean");
   fails += run_case(argv[0], "header", "HAKMEM_PROFILE=lean");
@@ -248,6 +303,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "test_bad_free: FAIL: %d case(s) not contained\n", fails);
     return 1;
   }
-  printf("test_bad_free: OK: interior pointers (also in slice 0 and of pages of several slices), an uncarved block start, freed-and-unmapped huge block, pointers into a segment header\n");
+  printf("test_bad_free: OK: interior pointers (also in slice 0 and of pages of several slices), an uncarved block start, the same two given to realloc, freed-and-unmapped huge block, pointers into a segment header\n");
   return 0;
 }
