@@ -28,8 +28,8 @@
  * slice_add and slice_bound) on real pages of every one-slice class: at
  * every offset of the slice of a block of the class, yes exactly at the
  * class's block starts (block_fast_ok's answer), and on the slice of a
- * large block, never. Then on real pages of every class of several slices up to
- * HAK_MID_PHASE_MAX: blocks are taken until one's page is carved to its
+ * large block, never. Then on real pages of every class of several slices
+ * (9 KiB to 256 KiB): blocks are taken until one's page is carved to its
  * end; at every offset of each of that page's slices the test says yes
  * exactly at the page's blocks, and on the last page, carved in part, at
  * its carved blocks only. Then free() of pointers the test must leave to
@@ -80,13 +80,56 @@ static void one_slice_pages(unsigned long long *checked)
     printf("test_block_check: free()'s window test tried on real pages of %u one-slice classes\n", tested);
 }
 
+/* The same test on pages made up at the top of the window, where no
+ * memory of ours is (their slices' entries read 0; their addresses are
+ * never dereferenced): for every class of several slices, the fields a
+ * carve to each possible bump gives (slice_map_mid_carved), at every
+ * 16th offset of each slice: yes exactly at the carved blocks (for a power
+ * of two, in slices whose blocks are all carved; above 64 KiB a slice
+ * holds one block start or none). Carves are at least a block on real
+ * pages, so a page of two blocks is seldom seen carved in part there. */
+static void mid_made_up(unsigned long long *checked)
+{
+    const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
+    uintptr_t i0 = HAK_WIN_ENTRIES - 32; /* the window's last 2 MiB */
+    const uint8_t *start = (const uint8_t *)((w->first + i0) << HAK_SLICE_SHIFT);
+    for (unsigned j = 0; j < 32; j++)
+        if (slice_map_entry(start + ((size_t)j << HAK_SLICE_SHIFT)) != 0) {
+            printf("test_block_check: the window's top is in use: made-up pages not tried\n");
+            return;
+        }
+    for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+        uint32_t size = hak_class_size[c];
+        unsigned n = class_slices(c);
+        if (n < 2)
+            continue;
+        size_t cap = ((size_t)n << HAK_SLICE_SHIFT) / size, per = HAK_SLICE_SIZE / size;
+        bool pow2 = (size & (size - 1)) == 0;
+        uintptr_t off = (uintptr_t)(c + 1) * HAK_SLICE_MAP_SCALE;
+        for (size_t carved = 0; carved <= cap; carved++) {
+            slice_map_mid_carved(start, n, size, carved * size);
+            for (unsigned j = 0; j < n; j++)
+                for (uint64_t o = 0; o < HAK_SLICE_SIZE; o += 16) {
+                    uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
+                    size_t k = po / size;
+                    bool want = po % size == 0 && k < carved && (!pow2 || per == 0 || (size_t)j * per + per <= carved);
+                    CHECK(block_slice_ok_map(start + po, w, i0 + j, off) == want,
+                          "class %u (%u B): made-up page with %zu of %zu blocks carved, slice %u, offset %llu: "
+                          "free()'s test says %d", c, size, carved, cap, j, (unsigned long long)o, !want);
+                    (*checked)++;
+                }
+        }
+        slice_map_mid_carved(start, n, size, 0); /* bound 0 again */
+    }
+}
+
 static void mid_pages(unsigned long long *checked)
 {
     unsigned tested = 0;
     for (unsigned c = 0; c < HAK_NCLASSES; c++) {
         uint32_t size = hak_class_size[c];
         unsigned n = class_slices(c);
-        if (n < 2 || size > HAK_MID_PHASE_MAX)
+        if (n < 2)
             continue;
         enum { KEEP = 64 };
         char *keep[KEEP];
@@ -132,7 +175,7 @@ static void mid_pages(unsigned long long *checked)
                 for (uint64_t o = 0; o < HAK_SLICE_SIZE; o += 16) {
                     uint64_t po = ((uint64_t)j << HAK_SLICE_SHIFT) + o;
                     bool want = po % size == 0 && po / size < carved &&
-                                (!pow2 || (size_t)j * per + per <= carved);
+                                (!pow2 || (size_t)j * per + (per ? per : 1) <= carved);
                     CHECK(block_slice_ok_map(last->start + po, w, li + j, off) == want,
                           "class %u (%u B): page with %zu of %u blocks carved, slice %u, offset %llu: mid test "
                           "says %d", c, size, carved, last->capacity, j, (unsigned long long)o, !want);
@@ -280,6 +323,7 @@ int main(void)
     }
     CHECK(w->check[0].mul64 == 0 && w->check[HAK_NCLASSES + 1].mul64 == 0, "the sentinels' mul64 must be 0");
     one_slice_pages(&checked);
+    mid_made_up(&checked);
     mid_pages(&checked);
 #endif
     printf("test_block_check: OK: %u classes, %u with the fast test; %llu offsets checked against division\n",

@@ -110,9 +110,9 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, ui
  * blocks); for a slice of a page of several slices, a multiple of the
  * size from the page's start at one of its carved blocks (registry.c,
  * slice_map_mid_carved, has the arithmetic: exact as in
- * block_carved_start, x + phase < 2^17). Every slice where neither holds
- * reads bound 0: large and free slices, pages not carved yet, classes
- * above HAK_MID_PHASE_MAX, memory not ours; a stale bound is still a
+ * block_carved_start, x + phase < 2^20). Every slice where neither holds
+ * reads bound 0: large and free slices, pages not carved yet, memory not
+ * ours; a stale bound is still a
  * bound (it grows with the bump, and goes to 0 before the slice changes
  * hands). A sentinel's bin (large, not ours) has no slots, whatever the
  * test says (its mul64 is 0). So p, past this, is a block start below its

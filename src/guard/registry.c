@@ -59,16 +59,18 @@ static void checks_copy(hak_fast_check_t *check) {
  * block start exactly when x = o + phase is a multiple of the size, block
  * k0 + x / size; so x * mul64 (the check copy's; block_slice_ok_map) is
  * (x / size) * e for those, e = mul64 * size mod 2^64, and at least mul64
- * for the others (x < 2^17: block_carved_start's arithmetic); free() forms
+ * for the others (block_carved_start's arithmetic); free() forms
  * it as o * mul64 + phase * mul64 (slice_add), the same value mod 2^64.
  * The bound (carved - k0) * e admits exactly the blocks carved. A power of
- * two (e = 0, its blocks fill its pages: per to a slice) has no bound but
- * 1, all the slice's multiples: only once the slice's last block is
- * carved. slice_add before slice_bound: a reader that sees the new bound
+ * two (e = 0, its blocks fill its pages: per to a slice, or one block
+ * start every size / 2^16 slices above 64 KiB) has no bound but 1, all the
+ * slice's multiples: only once the slice's last block is carved (block k0
+ * when per is 0: the slice's start is block k0's, or it holds none). Every
+ * class: x = o + phase < 2^16 + 2^18 < 2^20, block_carved_start's bound. slice_add before slice_bound: a reader that sees the new bound
  * sees the slice's phase (a page's phases do not change while it lives;
  * slice_map_set made the bound 0 before the page's entries were set). */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
-  if (size > HAK_MID_PHASE_MAX || n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
+  if (n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
   uint64_t mul64 = check_mul64(size), e = mul64 * size;
   uint32_t carved = (uint32_t)(carved_bytes / size), per = (uint32_t)(HAK_SLICE_SIZE / size);
@@ -77,7 +79,7 @@ void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t c
     uintptr_t i = slice - w->first;
     if (i >= HAK_WIN_ENTRIES) continue; /* the headers, or outside the window: free_checked */
     uint32_t off = j << HAK_SLICE_SHIFT, k0 = off / size;
-    uint64_t bound = e ? (carved > k0 ? (carved - k0) * e : 0) : k0 + per <= carved;
+    uint64_t bound = e ? (carved > k0 ? (carved - k0) * e : 0) : k0 + (per ? per : 1) <= carved;
     __atomic_store_n(&w->slice_add[i], (uint64_t)(off % size) * mul64, __ATOMIC_RELAXED);
     __atomic_store_n(&w->slice_bound[i], bound, __ATOMIC_RELAXED);
   }

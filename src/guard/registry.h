@@ -126,8 +126,8 @@ typedef struct hak_slice_window {
    * slice's phase in its page (its offset mod the size) times mul64,
    * slice_bound the page's carved blocks that start in or after the
    * slice, set by every carve of the page (slice_map_mid_carved). Every
-   * other slice (large and free slices, pages not carved yet, classes
-   * above HAK_MID_PHASE_MAX, memory not ours): slice_bound 0, the test
+   * other slice (large and free slices, pages not carved yet, memory not
+   * ours): slice_bound 0, the test
    * fails and free_checked decides. One test for both kinds of slices:
    * a free() that took one branch for the slice test and another for a
    * page of several slices mispredicted it wherever the two kinds of
@@ -230,13 +230,9 @@ void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
 /* Fill the static headers' check copy (start-up, hak_init, before any
  * thread's bins have room); a mapped window fills its own. */
 void slice_map_checks_init(void) HAK_HIDDEN;
-/* The largest class of pages of several slices whose slices get
- * slice_add and slice_bound (larger ones keep 0: free_checked). */
-#define HAK_MID_PHASE_MAX 32768u
 /* A carve of the page of n slices whose blocks of size bytes start at
  * start (its first slice's start) took it to carved_bytes past start: its
- * slices' slice_add and slice_bound, where they are in the window, for
- * sizes up to HAK_MID_PHASE_MAX. */
+ * slices' slice_add and slice_bound, where they are in the window. */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) HAK_HIDDEN;
 #endif
 
