@@ -57,7 +57,16 @@
  * main's cached frees, ~11 a page). Keeping pages up to 1/2 out lost larson
  * as much as parking them all (-18.9%, p=0.004, 61 runs); up to 1/4 and
  * 1/8 measured even with tearing down (throughput -1% / +4%, CPU 1.00 /
- * 0.995, n.s.): 1/8, the margin. */
+ * 0.995, n.s.), and 1/4 is the one kept: under load (7-8) ~11% of
+ * bench_thread_churn's pages have more than 1/8 out, and 1/8 lost half its
+ * fault gain there (~700 minor faults a run against ~450 at 1/4, ~1000
+ * tearing down, /usr/bin/time; commit ddc3966).
+ * The same fence decides as everywhere a heap gives a page up: only a page
+ * whose bit was clear leaves (no signal can be on its way to h, and every
+ * later free into it is silent until an adopter takes the list); a
+ * thread's frees after its exit (TLS destructors that run after ours,
+ * thread.c) are remote frees like any other's, into a parked page (a
+ * signal on h's stack) or an abandoned one (silent). */
 #include "heap/heap.h"
 #include "remote/remote.h"
 #include "segment/segment.h"

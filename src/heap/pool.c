@@ -50,6 +50,13 @@
  * then the word becomes FREE (the heap pushed onto the free stack) or DYING
  * (onto the dying stack).
  *
+ * The hint (free_pop_hinted, below): a thread whose first call frees pops
+ * up to HINT_DEPTH heaps and pushes back those it does not keep. Popped,
+ * they stay FREE (parked: a collector may still give their pages up) and
+ * off the stack: a start meanwhile may find the stack shorter, or empty
+ * and map a heap. A thread preempted there holds at most HINT_DEPTH - 1
+ * heaps besides its own; nobody waits for them.
+ *
  * Thread exit: heap_park (the heap keeps its pages for the next thread the
  * free stack hands it to: heap/heap_exit.c, "Parking"), then the word
  * becomes FREE and the heap is pushed onto the free stack. A thread
