@@ -41,6 +41,7 @@
  * baseline.) Registered only for builds with checks. */
 #include "hak_test.h"
 
+#include <stdbool.h>
 
 #define MiB ((size_t)1 << 20)
 #define SEG ((uintptr_t)2 << 20)
@@ -112,6 +113,24 @@ static int child_interior_big(void) {
  * (free_checked: the page's bump bounds its own pages, only another
  * thread's are bounded by their end). Pushed into the cache, it would go
  * out twice: from the cache now, from the carve later. */
+/* n blocks of 20000 bytes into got: none handed out twice, none overlapping
+ * the live 20000-byte block `live` (NULL: none). */
+static bool take_distinct(char **got, int n, const char *live) {
+  for (int i = 0; i < n; i++) {
+    got[i] = malloc(20000);
+    for (int j = 0; j < i; j++)
+      if (got[j] == got[i]) {
+        fprintf(stderr, "child: malloc(20000) returned %p twice\n", (void *)got[i]);
+        return false;
+      }
+    if (live && got[i] < live + 20000 && got[i] + 20000 > live) {
+      fprintf(stderr, "child: malloc(20000) = %p overlaps the live block %p\n", (void *)got[i], (const void *)live);
+      return false;
+    }
+  }
+  return true;
+}
+
 static int child_uncarved_big(void) {
   char *p = malloc(20000);
   if (!p) return 5;
@@ -121,14 +140,7 @@ static int child_uncarved_big(void) {
   fflush(stdout);
   free(ht_hide_ptr(q));
   char *got[16];
-  for (int i = 0; i < 16; i++) {
-    got[i] = malloc(20000);
-    for (int j = 0; j < i; j++)
-      if (got[j] == got[i]) {
-        fprintf(stderr, "child: malloc(20000) returned %p twice\n", (void *)got[i]);
-        return 3;
-      }
-  }
+  if (!take_distinct(got, 16, NULL)) return 3;
   for (int i = 0; i < 16; i++) free(got[i]);
   free(p);
   return 0;
@@ -153,18 +165,7 @@ static int child_realloc_bad(int which) {
   for (size_t i = 0; i < 20000; i++)
     if (p[i] != 1) return 4;
   char *got[16];
-  for (int i = 0; i < 16; i++) {
-    got[i] = malloc(20000);
-    for (int j = 0; j < i; j++)
-      if (got[j] == got[i]) {
-        fprintf(stderr, "child: malloc(20000) returned %p twice\n", (void *)got[i]);
-        return 3;
-      }
-    if (got[i] < p + 20000 && got[i] + 20000 > p) {
-      fprintf(stderr, "child: malloc(20000) = %p overlaps the live block %p\n", (void *)got[i], (void *)p);
-      return 3;
-    }
-  }
+  if (!take_distinct(got, 16, p)) return 3;
   char *r = realloc(p, 30000);
   if (!r) return 5;
   for (size_t i = 0; i < 20000; i++)
