@@ -109,10 +109,6 @@ static int child_interior_big(void) {
   return 0;
 }
 
-/* A block start of the calling thread's own page past what it has carved
- * (free_checked: the page's bump bounds its own pages, only another
- * thread's are bounded by their end). Pushed into the cache, it would go
- * out twice: from the cache now, from the carve later. */
 /* n blocks of 20000 bytes into got: none handed out twice, none overlapping
  * the live 20000-byte block `live` (NULL: none). */
 static bool take_distinct(char **got, int n, const char *live) {
@@ -131,6 +127,10 @@ static bool take_distinct(char **got, int n, const char *live) {
   return true;
 }
 
+/* A block start of the calling thread's own page past what it has carved
+ * (free_checked: the page's bump bounds its own pages, only another
+ * thread's are bounded by their end). Pushed into the cache, it would go
+ * out twice: from the cache now, from the carve later. */
 static int child_uncarved_big(void) {
   char *p = malloc(20000);
   if (!p) return 5;
