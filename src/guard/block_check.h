@@ -30,9 +30,9 @@
  * and for classes whose pages span several slices (per-slice offset and
  * bound in the window, the latter set as the page is carved), then
  * free_checked block_carved_start (the page record's bump and start), then
- * the full test; the secure build (and its slice 0) takes the full test on the slow
- * path (block_is_live_start: the page record, its start, what has been
- * carved). */
+ * the full test; the secure build (and its slice 0) takes the full test on
+ * the slow path (block_is_live_start: the page record, its start, what has
+ * been carved). */
 #ifndef HAK_BLOCK_CHECK_H
 #define HAK_BLOCK_CHECK_H
 
@@ -112,9 +112,8 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, ui
  * slice_map_mid_carved, has the arithmetic: exact as in
  * block_carved_start, x + phase < 2^20). Every slice where neither holds
  * reads bound 0: large and free slices, pages not carved yet, memory not
- * ours; a stale bound is still a
- * bound (it grows with the bump, and goes to 0 before the slice changes
- * hands). A sentinel's bin (large, not ours) has no slots, whatever the
+ * ours; a stale bound is still a bound (it grows with the bump, and goes
+ * to 0 before the slice changes hands). A sentinel's bin (large, not ours) has no slots, whatever the
  * test says (its mul64 is 0). So p, past this, is a block start below its
  * page's bump, or of a one-slice page: the cache takes it. One test for
  * both kinds of slices, so no branch on which kind p's is (registry.h).

@@ -40,11 +40,11 @@ static window_header_t no_window = {.first = (uintptr_t)1 << 63}, no_room = {.fi
 hak_slice_window_ref_t hak_slice_window = {(const hak_slice_window_t *)&no_window};
 
 #if HAK_WORD_CHECKS
-/* hak_block_check is a constant table, so a window can copy it whenever it
- * is mapped, before or after start-up. */
 /* floor(2^64 / size) + 1, or 2^64 / size for a power of two: the factor of
  * the exact divisibility tests (block_carved_start, block_slice_ok_map). */
 static uint64_t check_mul64(uint32_t size) { return UINT64_MAX / size + 1; }
+/* hak_block_check is a constant table, so a window can copy it whenever it
+ * is mapped, before or after start-up. */
 static void checks_copy(hak_fast_check_t *check) {
   for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
     check[v].mul = hak_block_check[v].mul;
@@ -66,8 +66,9 @@ static void checks_copy(hak_fast_check_t *check) {
  * start every size / 2^16 slices above 64 KiB) has no bound but 1, all the
  * slice's multiples: only once the slice's last block is carved (block k0
  * when per is 0: the slice's start is block k0's, or it holds none). Every
- * class: x = o + phase < 2^16 + 2^18 < 2^20, block_carved_start's bound. slice_add before slice_bound: a reader that sees the new bound
- * sees the slice's phase (a page's phases do not change while it lives;
+ * class: x = o + phase < 2^16 + 2^18 < 2^20, block_carved_start's bound.
+ * slice_add before slice_bound: a reader that sees the new bound sees the
+ * slice's phase (a page's phases do not change while it lives;
  * slice_map_set made the bound 0 before the page's entries were set). */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
   if (n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;

@@ -127,15 +127,14 @@ typedef struct hak_slice_window {
    * slice_bound the page's carved blocks that start in or after the
    * slice, set by every carve of the page (slice_map_mid_carved). Every
    * other slice (large and free slices, pages not carved yet, memory not
-   * ours): slice_bound 0, the test
-   * fails and free_checked decides. One test for both kinds of slices:
-   * a free() that took one branch for the slice test and another for a
-   * page of several slices mispredicted it wherever the two kinds of
-   * blocks mix (bench_random_mixed N 20000 1 16 32K: 1.20x the fast
-   * build's CPU time with a test for each, 1.06x with this one). Written
-   * by the slice's owner:
-   * slice_bound is 0 while an entry changes (slice_map_set), so whenever
-   * a slice changes hands or class. */
+   * ours): slice_bound 0, the test fails and free_checked decides. One
+   * test for both kinds of slices: a free() that took one branch for the
+   * slice test and another for a page of several slices mispredicted it
+   * wherever the two kinds of blocks mix (bench_random_mixed N 20000 1 16
+   * 32K: 1.20x the fast build's CPU time with a test for each, 1.06x with
+   * this one). Written by the slice's owner: slice_bound is 0 while an
+   * entry changes (slice_map_set), so whenever a slice changes hands or
+   * class. */
   uint64_t slice_add[HAK_WIN_ENTRIES];
   uint64_t slice_bound[HAK_WIN_ENTRIES];
 #endif
