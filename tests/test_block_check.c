@@ -25,7 +25,7 @@
 
 #if HAK_CHECKS && !HAK_SECURE
 /* free()'s test in the window (block_slice_ok_map, the window's
- * slice_add and slice_bound) on real pages of every one-slice class: at
+ * slice_term) on real pages of every one-slice class: at
  * every offset of the slice of a block of the class, yes exactly at the
  * class's block starts (block_fast_ok's answer), and on the slice of a
  * large block, never. Then on real pages of every class of several slices
@@ -67,7 +67,7 @@ static void one_slice_pages(unsigned long long *checked)
         }
         free(b);
     }
-    /* a large block's slices: sentinel entry, bound 0 */
+    /* a large block's slices: sentinel entry, term 0 */
     char *big = malloc(512 * 1024);
     CHECK(big != NULL, "malloc(512 KiB)");
     uintptr_t bi = ((uintptr_t)big >> HAK_SLICE_SHIFT) - w->first;
@@ -87,7 +87,8 @@ static void one_slice_pages(unsigned long long *checked)
  * 16th offset of each slice: yes exactly at the carved blocks (for a power
  * of two, in slices whose blocks are all carved; above 64 KiB a slice
  * holds one block start or none). Carves are at least a block on real
- * pages, so a page of two blocks is seldom seen carved in part there. */
+ * pages, so a page of two blocks is seldom seen carved in part there.
+ * Then a slice with nothing carved (term 0) under every bin: never. */
 static void mid_made_up(unsigned long long *checked)
 {
     const hak_slice_window_t *w = __atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
@@ -120,6 +121,27 @@ static void mid_made_up(unsigned long long *checked)
                 }
         }
         slice_map_mid_carved(start, n, size, 0); /* bound 0 again */
+        for (unsigned j = 0; j < n; j++)
+            CHECK(w->slice_term[i0 + j] == 0, "class %u: nothing carved, but slice %u's term is %llu", c, j,
+                  (unsigned long long)w->slice_term[i0 + j]);
+    }
+    /* Term 0 (nothing carved, large and free slices, memory not ours):
+     * no offset passes, whatever the bin (registry.c, slice_term), and
+     * the margins that argument takes, for every class: a multiple of
+     * the size past the bound stays below 2^20, any other offset below
+     * 2^64 - mul64 + e + 2^20, both under the passing span, which holds
+     * every bound (< 2^20). */
+    for (unsigned v = 0; v < HAK_NCLASSES + 2; v++) {
+        uint64_t m = w->check[v].mul64, size = v && v <= HAK_NCLASSES ? hak_class_size[v - 1] : 0;
+        if (size)
+            CHECK(m - m * size - ((uint64_t)1 << 21) >= HAK_SLICE_SPAN && HAK_SLICE_SPAN >= ((uint64_t)1 << 20),
+                  "class %u (%llu B): mul64 %llu leaves no room for the passing span", v - 1,
+                  (unsigned long long)size, (unsigned long long)m);
+        for (uint64_t o = 0; o < HAK_SLICE_SIZE; o++) {
+            CHECK(!block_slice_ok_map(start + o, w, i0, (uintptr_t)v * HAK_SLICE_MAP_SCALE),
+                  "bin %u: a slice whose term is 0 passes free()'s test at offset %llu", v, (unsigned long long)o);
+            (*checked)++;
+        }
     }
 }
 

@@ -240,12 +240,12 @@ HAK_INLINE void free_block(void *p) {
 #if HAK_WORD_CHECKS
   /* Only block starts enter the cache: an interior pointer or one into a
    * segment header would go to the next malloc (guard/block_check.h).
-   * In the window, one test for every class (per-slice fields beside the
+   * In the window, one test for every class (a per-slice word beside the
    * entries, registry.h); outside it, the one-slice test with the window
    * header's copy (GCC puts each in its branch of the lookup). Before the
    * room test: off is then free for the bin's address (no copy of it),
    * and pointers that are not small blocks of ours fail it too (their
-   * slices' bound is 0). */
+   * slices' word is 0). */
   if (HAK_LIKELY(i < HAK_WIN_ENTRIES)) {
     if (HAK_UNLIKELY(!block_slice_ok_map(p, w, i, off))) goto checked;
   } else if (HAK_UNLIKELY(!block_fast_ok_map(p, w, off))) {

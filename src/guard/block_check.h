@@ -27,8 +27,8 @@
  * 2^64, s) equals off / size when size divides off, and is larger than any
  * block index otherwise. In the standard build free() of a block in the
  * window takes block_slice_ok_map instead, one test for one-slice classes
- * and for classes whose pages span several slices (per-slice offset and
- * bound in the window, the latter set as the page is carved), then
+ * and for classes whose pages span several slices (a per-slice word in the
+ * window, phase and bound, set as the page is carved), then
  * free_checked block_carved_start (the page record's bump and start), then
  * the full test; the secure build (and its slice 0) takes the full test on
  * the slow path (block_is_live_start: the page record, its start, what has
@@ -104,38 +104,38 @@ HAK_INLINE bool block_fast_ok_map(const void *p, const hak_slice_window_t *w, ui
 
 /* free()'s test in the standard build for p in the window (its slice's
  * index i < HAK_WIN_ENTRIES, off its slice map entry): with x = p's
- * offset in its slice, x * mul64 + slice_add[i] < slice_bound[i] (mod
- * 2^64; registry.h). For a slice of a one-slice class that is
- * block_fast_ok's test (slice_add 0, the bound of all the slice's
- * blocks); for a slice of a page of several slices, a multiple of the
- * size from the page's start at one of its carved blocks (registry.c,
- * slice_map_mid_carved, has the arithmetic: exact as in
+ * offset in its slice, x * mul64 + slice_term[i] >= 2^64 - HAK_SLICE_SPAN
+ * (mod 2^64; registry.h). For a slice of a one-slice class that is
+ * block_fast_ok's test (phase 0, the bound of all the slice's blocks);
+ * for a slice of a page of several slices, a multiple of the size from
+ * the page's start at one of its carved blocks (registry.c, slice_term and
+ * slice_map_mid_carved, have the arithmetic: exact as in
  * block_carved_start, x + phase < 2^20). Every slice where neither holds
- * reads bound 0: large and free slices, pages not carved yet, memory not
- * ours; a stale bound is still a bound (it grows with the bump, and goes
- * to 0 before the slice changes hands). A sentinel's bin (large, not ours) has no slots, whatever the
- * test says (its mul64 is 0). So p, past this, is a block start below its
- * page's bump, or of a one-slice page: the cache takes it. One test for
- * both kinds of slices, so no branch on which kind p's is (registry.h).
- * The x86_64 form reads mul64, slice_add and slice_bound from memory:
- * five instructions with the branch, one more than the 32-bit slice test
- * (block_fast_ok_map), which the blocks outside the window keep. */
+ * reads term 0, which fails at every offset: large and free slices, pages
+ * not carved yet, memory not ours; a stale term is still a bound (it grows
+ * with the bump, and goes to 0 before the slice changes hands). A
+ * sentinel's bin (large, not ours) has no slots, whatever the test says
+ * (its mul64 is 0). So p, past this, is a block start below its page's
+ * bump, or of a one-slice page: the cache takes it. One test for both
+ * kinds of slices, so no branch on which kind p's is (registry.h). The
+ * x86_64 form reads mul64 and the term from memory and compares with an
+ * immediate: five instructions with the branch, one more than the 32-bit
+ * slice test (block_fast_ok_map), which the blocks outside the window
+ * keep; one word of the window per slice, so one line. */
 HAK_INLINE bool block_slice_ok_map(const void *p, const hak_slice_window_t *w, uintptr_t i, uintptr_t off) {
   uint64_t x = (uint16_t)(uintptr_t)p;
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
-  bool below;
+  bool ok;
   __asm__("imulq %c[m](%[w],%[off]), %[x]\n\t"
-          "addq %c[add](%[w],%[i],8), %[x]\n\t"
-          "cmpq %c[bnd](%[w],%[i],8), %[x]"
-          : [x] "+r"(x), "=@ccb"(below)
-          : [w] "r"(w), [i] "r"(i), [off] "r"(off), [add] "i"(offsetof(hak_slice_window_t, slice_add)),
-            [bnd] "i"(offsetof(hak_slice_window_t, slice_bound)),
-            [m] "i"(offsetof(hak_slice_window_t, check[0].mul64)), "m"(*w));
-  return below;
+          "addq %c[term](%[w],%[i],8), %[x]\n\t"
+          "cmpq %[top], %[x]"
+          : [x] "+r"(x), "=@ccae"(ok)
+          : [w] "r"(w), [i] "r"(i), [off] "r"(off), [term] "i"(offsetof(hak_slice_window_t, slice_term)),
+            [top] "i"(-(int64_t)HAK_SLICE_SPAN), [m] "i"(offsetof(hak_slice_window_t, check[0].mul64)), "m"(*w));
+  return ok;
 #else
   uint64_t m = ((const hak_fast_check_t *)((const char *)w->check + off))->mul64;
-  return x * m + __atomic_load_n(&w->slice_add[i], __ATOMIC_RELAXED) <
-         __atomic_load_n(&w->slice_bound[i], __ATOMIC_RELAXED);
+  return x * m + __atomic_load_n(&w->slice_term[i], __ATOMIC_RELAXED) >= (uint64_t)0 - HAK_SLICE_SPAN;
 #endif
 }
 

@@ -53,23 +53,39 @@ static void checks_copy(hak_fast_check_t *check) {
     check[v].mul64 = size ? check_mul64(size) : 0;
   }
 }
+/* The slice's term (registry.h, slice_term) for a bound: free() passes p
+ * at offset o of the slice when Y = (o + phase) * mul64 mod 2^64 (formed
+ * as o * mul64 + phase * mul64) is below the bound, Y - bound then wrapping
+ * into the top HAK_SLICE_SPAN values; no other Y gets there. With
+ * x = o + phase = k * size + r (x < 2^20, below): r = 0 gives Y = k * e < 2^20
+ * (e = mul64 * size mod 2^64 < size), so Y - bound is in [0, 2^20) for
+ * the blocks past the bound; r >= 1 gives mul64 <= Y <
+ * 2^64 - mul64 + e + 2^20 (block_carved_start's arithmetic: no wrap), so
+ * Y - bound is in (0, 2^64 - mul64 + 2^21), below 2^64 - HAK_SLICE_SPAN
+ * (mul64 >= 2^46: size <= 256 KiB). And every bound (< 2^20) is at most
+ * HAK_SLICE_SPAN, so all the blocks below it pass. Bound 0: term 0 (the
+ * same as phase * mul64 for the test: nothing passes, whatever the
+ * class). test_block_check tries every offset. */
+static uint64_t slice_term(uint64_t phase, uint64_t mul64, uint64_t bound) {
+  return bound ? phase * mul64 - bound : 0;
+}
+
 /* For slice j of the page (offset off = j * 2^16 in it): the phase is off
  * mod size, k0 = floor(off / size) is the last block of the page starting
  * at or before the slice's start, and p at offset o of the slice is a
  * block start exactly when x = o + phase is a multiple of the size, block
  * k0 + x / size; so x * mul64 (the check copy's; block_slice_ok_map) is
  * (x / size) * e for those, e = mul64 * size mod 2^64, and at least mul64
- * for the others (block_carved_start's arithmetic); free() forms
- * it as o * mul64 + phase * mul64 (slice_add), the same value mod 2^64.
+ * for the others (block_carved_start's arithmetic).
  * The bound (carved - k0) * e admits exactly the blocks carved. A power of
  * two (e = 0, its blocks fill its pages: per to a slice, or one block
  * start every size / 2^16 slices above 64 KiB) has no bound but 1, all the
  * slice's multiples: only once the slice's last block is carved (block k0
  * when per is 0: the slice's start is block k0's, or it holds none). Every
  * class: x = o + phase < 2^16 + 2^18 < 2^20, block_carved_start's bound.
- * slice_add before slice_bound: a reader that sees the new bound sees the
- * slice's phase (a page's phases do not change while it lives;
- * slice_map_set made the bound 0 before the page's entries were set). */
+ * One store per slice: the term carries phase and bound together (a page's
+ * phases do not change while it lives; slice_map_set made the term 0
+ * before the page's entries were set). */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) {
   if (n < 2 || ((uintptr_t)start & (HAK_SLICE_SIZE - 1))) return;
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
@@ -81,20 +97,20 @@ void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t c
     if (i >= HAK_WIN_ENTRIES) continue; /* the headers, or outside the window: free_checked */
     uint32_t off = j << HAK_SLICE_SHIFT, k0 = off / size;
     uint64_t bound = e ? (carved > k0 ? (carved - k0) * e : 0) : k0 + (per ? per : 1) <= carved;
-    __atomic_store_n(&w->slice_add[i], (uint64_t)(off % size) * mul64, __ATOMIC_RELAXED);
-    __atomic_store_n(&w->slice_bound[i], bound, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->slice_term[i], slice_term(off % size, mul64, bound), __ATOMIC_RELAXED);
   }
 }
 
-/* The bound of a slice of a one-slice class (bin index v): its blocks,
- * fast_lim, times e (1 for a power of two: e = 0, and its blocks fill the
- * slice). 0 for anything else (pages of several slices, sentinels). The
- * same test as block_fast_ok's 32-bit one, in free()'s 64-bit form. */
-static uint64_t one_slice_bound(unsigned v) {
+/* The term of a slice of a one-slice class (bin index v): phase 0 and the
+ * bound of its blocks, fast_lim times e (1 for a power of two: e = 0, and
+ * its blocks fill the slice). 0 for anything else (pages of several slices,
+ * sentinels). The same test as block_fast_ok's 32-bit one, in free()'s
+ * 64-bit form. */
+static uint64_t one_slice_term(unsigned v) {
   if (v == 0 || v > HAK_NCLASSES || hak_block_check[v].fast_lim == 0) return 0;
   uint32_t size = hak_block_check[v].size;
   uint64_t e = check_mul64(size) * size;
-  return e ? hak_block_check[v].fast_lim * e : 1;
+  return slice_term(0, check_mul64(size), e ? hak_block_check[v].fast_lim * e : 1);
 }
 
 void slice_map_checks_init(void) {
@@ -165,24 +181,19 @@ void slice_map_set(const void *p, size_t n, unsigned v) {
   uint32_t slice = (uint32_t)((uintptr_t)p >> HAK_SLICE_SHIFT);
   hak_slice_window_t *w = (hak_slice_window_t *)__atomic_load_n(&hak_slice_window.w, __ATOMIC_ACQUIRE);
 #if HAK_WORD_CHECKS
-  uint64_t bound = one_slice_bound(v);
+  uint64_t term = one_slice_term(v);
 #endif
   for (size_t i = 0; i < n; i++, slice++) {
     if (slice - w->first < HAK_WIN_ENTRIES) { /* never for the headers */
 #if HAK_WORD_CHECKS
       /* The slice's page, if any, is new or gone: nothing carved. The
-       * bound is 0 while the entry changes (block_slice_ok_map), then a
-       * one-slice class's, whose blocks the test admits all (with the
-       * term 0 written before it; other slices' terms are read only
-       * under a bound their carve sets after them). */
-      __atomic_store_n(&w->slice_bound[slice - w->first], 0, __ATOMIC_RELAXED);
+       * term is 0 while the entry changes (block_slice_ok_map), then a
+       * one-slice class's, whose blocks the test admits all. */
+      __atomic_store_n(&w->slice_term[slice - w->first], 0, __ATOMIC_RELAXED);
 #endif
       __atomic_store_n(&w->e[slice - w->first], e, __ATOMIC_RELAXED);
 #if HAK_WORD_CHECKS
-      if (bound) {
-        __atomic_store_n(&w->slice_add[slice - w->first], 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&w->slice_bound[slice - w->first], bound, __ATOMIC_RELEASE);
-      }
+      if (term) __atomic_store_n(&w->slice_term[slice - w->first], term, __ATOMIC_RELEASE);
 #endif
     }
     uintptr_t rel = __atomic_load_n(&hak_slice_map.top[slice >> HAK_LEAF_BITS], __ATOMIC_ACQUIRE);

@@ -89,6 +89,12 @@ typedef struct hak_fast_check {
   uint64_t mul64;
 } hak_fast_check_t;
 _Static_assert(sizeof(hak_fast_check_t) == HAK_SLICE_MAP_SCALE, "indexed by the bin offset itself");
+/* free()'s window test passes in the top HAK_SLICE_SPAN values of 2^64
+ * (hak_slice_window_t.slice_term): more than any bound (< 2^20), and far
+ * less than any mul64 (>= 2^46), so the blocks it admits and the offsets
+ * it refuses land on the two sides (registry.c); 2^31, so that x86_64
+ * compares with a sign-extended 32-bit immediate. */
+#define HAK_SLICE_SPAN ((uint64_t)1 << 31)
 #endif
 
 typedef struct hak_slice_map {
@@ -116,27 +122,30 @@ typedef struct hak_slice_window {
   hak_slice_entry_t e[HAK_WIN_ENTRIES];
 #if HAK_WORD_CHECKS
   /* The standard build's block-start test in free() (guard/block_check.h,
-   * block_slice_ok_map), per slice of the window: with x = p's offset in
-   * its slice, p is a block start of the slice's page that the test
-   * admits exactly when x * mul64 + slice_add < slice_bound (mod 2^64;
-   * mul64: the check copy's, for the slice map entry's class). A slice of
-   * a one-slice class: slice_add 0 and slice_bound the slice's blocks
-   * (all of them: the test of block_fast_ok), set with the entry by
-   * slice_map_set. A slice of a page of several slices: slice_add the
-   * slice's phase in its page (its offset mod the size) times mul64,
-   * slice_bound the page's carved blocks that start in or after the
-   * slice, set by every carve of the page (slice_map_mid_carved). Every
-   * other slice (large and free slices, pages not carved yet, memory not
-   * ours): slice_bound 0, the test fails and free_checked decides. One
-   * test for both kinds of slices: a free() that took one branch for the
-   * slice test and another for a page of several slices mispredicted it
-   * wherever the two kinds of blocks mix (bench_random_mixed N 20000 1 16
-   * 32K: 1.20x the fast build's CPU time with a test for each, 1.06x with
-   * this one). Written by the slice's owner: slice_bound is 0 while an
-   * entry changes (slice_map_set), so whenever a slice changes hands or
-   * class. */
-  uint64_t slice_add[HAK_WIN_ENTRIES];
-  uint64_t slice_bound[HAK_WIN_ENTRIES];
+   * block_slice_ok_map), one word per slice of the window: with x = p's
+   * offset in its slice and mul64 the check copy's for the slice map
+   * entry's class, p is a block start of the slice's page that the test
+   * admits exactly when x * mul64 + slice_term >= 2^64 - HAK_SLICE_SPAN
+   * (mod 2^64), slice_term = phase * mul64 - bound: phase the slice's
+   * offset in its page mod the size, bound the blocks admitted times
+   * e = mul64 * size mod 2^64 (1 for a power of two, registry.c). A slice
+   * of a one-slice class: phase 0, the bound of all the slice's blocks
+   * (block_fast_ok's test), set with the entry by slice_map_set. A slice
+   * of a page of several slices: the bound of the page's carved blocks
+   * that start in or after the slice, set by every carve of the page
+   * (slice_map_mid_carved). Every other slice (large and free slices,
+   * pages not carved yet, memory not ours): 0, which no offset passes for
+   * any class (and a sentinel's mul64 is 0). One word, so one line and
+   * one page per free, and one store per change: a reader sees the old
+   * term or the new one, never half of each (it was two arrays, slice_add
+   * and slice_bound, 512 KiB apart, written in order). One test for both
+   * kinds of slices: a free() that took one branch for the slice test and
+   * another for a page of several slices mispredicted it wherever the two
+   * kinds of blocks mix (bench_random_mixed N 20000 1 16 32K: 1.20x the
+   * fast build's CPU time with a test for each, 1.06x with this one).
+   * Written by the slice's owner: 0 while an entry changes
+   * (slice_map_set), so whenever a slice changes hands or class. */
+  uint64_t slice_term[HAK_WIN_ENTRIES];
 #endif
 } hak_slice_window_t;
 /* The window, or (until it is mapped, and if it cannot be) a header whose
@@ -231,7 +240,7 @@ void slice_map_set(const void *p, size_t n, unsigned v) HAK_HIDDEN;
 void slice_map_checks_init(void) HAK_HIDDEN;
 /* A carve of the page of n slices whose blocks of size bytes start at
  * start (its first slice's start) took it to carved_bytes past start: its
- * slices' slice_add and slice_bound, where they are in the window. */
+ * slices' slice_term, where they are in the window. */
 void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t carved_bytes) HAK_HIDDEN;
 #endif
 
