@@ -121,17 +121,21 @@ void remote_push(hak_page_t *page, void *first, void *last, unsigned n) {
   LIST_CHECK_CHAIN("remote list (push)", page, first, n, last, false);
   do {
     block_set_next(page, last, remote_head(page, old));
+    REMOTE_TEST_STEP(page, NULL, HAK_PUSH_LINKED);
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
                                                   remote_word_push(page, old, first, last, n) | HAK_REMOTE_QUEUED,
                                                   memory_order_acq_rel, memory_order_relaxed));
   if (old & HAK_REMOTE_QUEUED) return;
   /* Ours to signal. The page cannot be retired until its owner pops it. */
+  REMOTE_TEST_STEP(page, NULL, HAK_PUSH_QUEUED);
   hak_heap_t *h = atomic_load_explicit(&page->owner, memory_order_acquire);
+  REMOTE_TEST_STEP(page, h, HAK_PUSH_OWNER);
   hak_page_t *top = atomic_load_explicit(&h->remote_pages, memory_order_relaxed);
   do {
     page->qnext = top;
   } while (!atomic_compare_exchange_weak_explicit(&h->remote_pages, &top, page, memory_order_release,
                                                   memory_order_relaxed));
+  REMOTE_TEST_STEP(page, h, HAK_PUSH_SIGNALLED);
   /* The first page on an empty stack: if the owner does not come for it
    * within a purge delay, a collector will (heap/collect.c). */
   if (!top) collect_note_signal(h);

@@ -45,6 +45,21 @@ HAK_INLINE uintptr_t remote_word_push(const hak_page_t *page, uintptr_t old, voi
  * also puts the page on its owner's remote-page stack. Counts nothing: the
  * callers count the blocks and batches (heap_return_blocks once a flush). */
 void remote_push(hak_page_t *page, void *first, void *last, unsigned n) HAK_HIDDEN;
+/* A test's hook inside remote_push, at each step where a preempted pusher
+ * leaves the others a window (remote.c, opening comment): its chain linked
+ * to the list it read, CAS not yet done (LINKED, every try); the queued bit
+ * set by it, owner not yet read (QUEUED); owner h read, page not yet on h's
+ * stack (OWNER); page on the stack, h's signal time not yet stamped
+ * (SIGNALLED). Only in a test's own copy of remote.c built with
+ * HAK_TEST_HOOKS (tests/sanitize/test_remote_stall.c, which defines the
+ * hook); no build of the library has it. */
+enum { HAK_PUSH_LINKED, HAK_PUSH_QUEUED, HAK_PUSH_OWNER, HAK_PUSH_SIGNALLED };
+#ifdef HAK_TEST_HOOKS
+void hak_test_push_step(hak_page_t *page, hak_heap_t *h, int step);
+#define REMOTE_TEST_STEP(page, h, step) hak_test_push_step(page, h, step)
+#else
+#define REMOTE_TEST_STEP(page, h, step) ((void)0)
+#endif
 /* Owner side: take the page's whole remote list, leaving the queued bit as
  * `keep_queued` says, onto the page's local free list (used counts them
  * back); returns how many blocks came. */
