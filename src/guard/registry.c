@@ -109,8 +109,8 @@ void slice_map_mid_carved(const void *start, unsigned n, uint32_t size, size_t c
 static uint64_t one_slice_term(unsigned v) {
   if (v == 0 || v > HAK_NCLASSES || hak_block_check[v].fast_lim == 0) return 0;
   uint32_t size = hak_block_check[v].size;
-  uint64_t e = check_mul64(size) * size;
-  return slice_term(0, check_mul64(size), e ? hak_block_check[v].fast_lim * e : 1);
+  uint64_t mul64 = check_mul64(size), e = mul64 * size;
+  return slice_term(0, mul64, e ? hak_block_check[v].fast_lim * e : 1);
 }
 
 void slice_map_checks_init(void) {
