@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "front/prefix.h"
+#include "front/zero.h"
 #include "front/valgrind.h"
 
 /* Requests above PTRDIFF_MAX fail at once, as in glibc. */
@@ -39,7 +40,7 @@ HAK_INLINE void *calloc_core(size_t count, size_t size) {
 #endif
   if (HAK_LIKELY(total <= HAK_CLASS_ZERO_MAX - HAK_TAIL)) {
     void *p = alloc_class_n(size_class_of(total + HAK_TAIL), total);
-    if (HAK_LIKELY(p != NULL)) memset(p, 0, total);
+    if (HAK_LIKELY(p != NULL)) zero_class_block(p, total);
     return p;
   }
   if (total > HAK_MAX_REQUEST) return fail_enomem();

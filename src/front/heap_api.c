@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "front/valgrind.h"
+#include "front/zero.h"
 
 #define HAK_MAX_REQUEST ((size_t)PTRDIFF_MAX)
 
@@ -101,7 +102,7 @@ static void *heap_calloc_core(hak_heap_t *h, size_t count, size_t size) {
   if (HAK_UNLIKELY(!uheap_live(h))) return not_live("hak_heap_calloc", h);
   if (total > HAK_CLASS_ZERO_MAX - HAK_TAIL) return heap_large(h, total, HAK_MIN_ALIGN, true);
   void *p = heap_class(h, size_class_of(total + HAK_TAIL), total);
-  if (p) memset(p, 0, total);
+  if (p) zero_class_block(p, total);
   return p;
 }
 
