@@ -134,8 +134,23 @@ static bool collect_one(hak_heap_t *h, uint32_t stamp, bool wait) {
   return true;
 }
 
+/* The coarse time of the last due pass over the heaps, | 1 (0: none yet). */
+static _Atomic(uint32_t) last_due_pass;
+
 uint32_t heap_collect_idle(uint32_t now, int mode) {
   uint32_t delay = hak_config.purge_delay_ms, next = 0;
+  /* At most one due pass per tick of the coarse clock: each visits every
+   * heap. With HAKMEM_PURGE_DELAY_MS=0 every part re-arms the deadline at
+   * `now` (a parked heap with pages, an idle heap's kept page, a retired
+   * page), so the next slow path found it due at once and walked every heap
+   * again, back to back: test_mt_stress with 256 threads 4x the CPU time of
+   * the default delay, with 1024 minutes instead of 20 s (heap_unpark and
+   * heap_release_idle most of the samples). Forced and immediate passes
+   * (malloc_trim, hak_collect) always walk. */
+  if (mode == COLLECT_DUE) {
+    if (atomic_exchange_explicit(&last_due_pass, now | 1, memory_order_relaxed) == (now | 1))
+      return (now + 1) | 1; /* walked in this tick: the next one */
+  }
   if (!collect_enter()) return (now + delay) | 1; /* a fork is being prepared: later */
   for (hak_heap_t *h = heap_all_first(); h; h = h->all_next) {
     if (h->unreachable) continue;
