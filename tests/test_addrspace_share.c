@@ -1,16 +1,19 @@
 /* test_addrspace_share - under an address-space limit (RLIMIT_AS, `ulimit
- * -v`) HAKMEM's reserve of segments leaves the program's own mappings
- * (thread stacks, a runtime's arenas, files) their share.
+ * -v`; with the argument `data`, RLIMIT_DATA, `ulimit -d`, which counts
+ * private writable mappings) HAKMEM's reserve of segments leaves the
+ * program's own mappings (thread stacks, a runtime's arenas, files) their
+ * share.
  *
  * Segments are cut from runs of address space reserved several at a time
- * (src/os/reserve.c); the unused rest of a run counts against the limit.
- * A first run of 8 segments (16 MiB) under a limit of VmSize + 48 MiB left
- * the program's own mmap calls ~29 MiB (glibc leaves ~47) and python3,
- * whose arenas are its own mappings, hit MemoryError after 3 MiB of
- * bytearrays where glibc gave 18 MiB. Under a limit runs are at most 1/32
- * of it. The program sets the limit at main() (no segment mapped yet),
- * allocates blocks of a few classes (the first segment), then maps 256 KiB
- * regions itself until mmap fails: at least 38 MiB of the 48 must be its. */
+ * (src/os/reserve.c); the unused rest of a run counts against the limit. A
+ * first run of 8 segments (16 MiB) under a limit of VmSize + 48 MiB left the
+ * program's own mmap calls 31 MiB (glibc leaves 46; the same under
+ * RLIMIT_DATA = VmData + 48 MiB) and python3, whose arenas are its own
+ * mappings, hit MemoryError after 3 MiB of bytearrays where glibc gave 18
+ * MiB. Under a limit runs are at most 1/32 of it (the lower of the two). The
+ * program sets the limit at main() (no segment mapped yet), allocates blocks
+ * of a few classes (the first segment), then maps 256 KiB regions itself
+ * until mmap fails: at least 38 MiB of the 48 must be its. */
 #include "hak_test.h"
 
 #include <sys/mman.h>
@@ -20,7 +23,7 @@
 #define NEED ((size_t)38 << 20)
 #define CHUNK ((size_t)256 << 10)
 
-static size_t vm_size_kb(void) /* without malloc: no segment before the limit */
+static size_t vm_size_kb(const char *key) /* without malloc: no segment before the limit */
 {
     char buf[4096];
     int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
@@ -29,16 +32,18 @@ static size_t vm_size_kb(void) /* without malloc: no segment before the limit */
     close(fd);
     CHECK(n > 0, "read /proc/self/status");
     buf[n] = 0;
-    const char *v = strstr(buf, "VmSize:");
-    CHECK(v != NULL, "no VmSize line");
-    return (size_t)strtoul(v + 7, NULL, 10);
+    const char *v = strstr(buf, key);
+    CHECK(v != NULL, "no %s line", key);
+    return (size_t)strtoul(v + strlen(key), NULL, 10);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    size_t vm0 = vm_size_kb();
+    int data = argc > 1 && strcmp(argv[1], "data") == 0;
+    const char *key = data ? "VmData:" : "VmSize:";
+    size_t vm0 = vm_size_kb(key);
     struct rlimit r = {(rlim_t)(vm0 << 10) + HEADROOM, (rlim_t)(vm0 << 10) + HEADROOM};
-    CHECK(setrlimit(RLIMIT_AS, &r) == 0, "setrlimit: %s", strerror(errno));
+    CHECK(setrlimit(data ? RLIMIT_DATA : RLIMIT_AS, &r) == 0, "setrlimit: %s", strerror(errno));
     hak_test_require_hakmem("test_addrspace_share");
 
     static void *blocks[1200];
@@ -50,7 +55,7 @@ int main(void)
         CHECK(blocks[i] != NULL, "malloc %u failed under the limit", i);
         memset(blocks[i], 1, 64);
     }
-    size_t vm1 = vm_size_kb();
+    size_t vm1 = vm_size_kb(key);
 
     static void *maps[4096];
     size_t got = 0;
@@ -67,9 +72,10 @@ int main(void)
     CHECK(p != NULL, "malloc(1 MiB) after the program's mappings were unmapped");
     free(p);
     for (unsigned i = 0; i < nb; i++) free(blocks[i]);
-    printf("test_addrspace_share: limit VmSize at main() %zu KiB + %zu MiB; VmSize after %u blocks %zu KiB; "
+    printf("test_addrspace_share: %s = %s at main() %zu KiB + %zu MiB; %s after %u blocks %zu KiB; "
            "the program's own mmap calls got %zu MiB\n",
-           vm0, HEADROOM >> 20, nb, vm1, got >> 20);
+           data ? "RLIMIT_DATA" : "RLIMIT_AS", data ? "VmData" : "VmSize", vm0, HEADROOM >> 20,
+           data ? "VmData" : "VmSize", nb, vm1, got >> 20);
     CHECK(got >= NEED, "the program's mappings got %zu MiB of the %zu MiB allowed (need %zu): the allocator "
           "holds address space it does not use", got >> 20, HEADROOM >> 20, NEED >> 20);
     printf("test_addrspace_share: OK\n");

@@ -60,21 +60,27 @@ static _Atomic(uintptr_t) next;
 static _Atomic(int) mapping;        /* a thread is mapping a run */
 static _Atomic(unsigned) run_size;  /* the next run's, 0 before the first */
 
-/* Under an address-space limit (RLIMIT_AS, `ulimit -v`) the unused rest of
- * a run is address space the program's own mappings (thread stacks, a
- * runtime's arenas, files) cannot have: with 40 MiB allowed, a first run of
- * 8 segments left a program's mmap calls 19 MiB where glibc left it 37, and
- * python3 raised MemoryError after 3 MiB of bytearrays (glibc: 18). Runs of
- * at most 1/32 of the limit (none beyond the segment taken below 64 MiB).
- * One getrlimit per run, not per segment. */
-static size_t run_cap(void) {
+/* Under an address-space limit (RLIMIT_AS, `ulimit -v`; RLIMIT_DATA,
+ * `ulimit -d`, which counts private writable mappings since Linux 4.7) the
+ * unused rest of a run is address space the program's own mappings (thread
+ * stacks, a runtime's arenas, files) cannot have: with 40 MiB allowed, a
+ * first run of 8 segments left a program's mmap calls 19 MiB (RLIMIT_AS) or
+ * 22 MiB (RLIMIT_DATA) where glibc left it 37-40, and python3 raised
+ * MemoryError after 3 MiB of bytearrays (glibc: 18). Runs of at most 1/32
+ * of the lower limit (none beyond the segment taken below 64 MiB). Two
+ * getrlimit calls per run, not per segment. */
+static size_t limit_cap(int resource, size_t cap) {
   struct rlimit r;
-  int saved = errno;
-  int rc = getrlimit(RLIMIT_AS, &r);
-  errno = saved;
-  if (rc != 0 || r.rlim_cur == RLIM_INFINITY) return RUN_MAX;
+  if (getrlimit(resource, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return cap;
   size_t k = (size_t)(r.rlim_cur / (32 * (rlim_t)HAK_SEG_SIZE));
-  return k < 1 ? 1 : k > RUN_MAX ? RUN_MAX : k;
+  k = k < 1 ? 1 : k;
+  return k < cap ? k : cap;
+}
+static size_t run_cap(void) {
+  int saved = errno;
+  size_t k = limit_cap(RLIMIT_DATA, limit_cap(RLIMIT_AS, RUN_MAX));
+  errno = saved;
+  return k;
 }
 
 static void *take(void) {
