@@ -412,11 +412,21 @@ void tcache_drain_event(hak_tls_t *t, unsigned c) {
   }
 }
 
+/* The caps for the text report's cap_last column (stats.c). A store only
+ * where the value differs: hak_cap_last is 6 process-wide lines, and storing
+ * all 96 entries at every learner step and thread exit took those lines from
+ * every other thread doing the same (bench_thread_churn: ~11 line writes per
+ * 1000 operations, reports/old31/sharedlines.md), while the caps of threads
+ * re-created for the same work mostly repeat. A read of a line it does not
+ * write leaves the line shared. */
 void tcache_publish(hak_tls_t *t) {
   (void)t;
 #if HAK_STATS
-  for (unsigned c = 0; c < HAK_NCLASSES; c++)
-    atomic_store_explicit(&hak_cap_last[c], bin_cap(t, c), memory_order_relaxed);
+  for (unsigned c = 0; c < HAK_NCLASSES; c++) {
+    uint32_t cap = bin_cap(t, c);
+    if (atomic_load_explicit(&hak_cap_last[c], memory_order_relaxed) != cap)
+      atomic_store_explicit(&hak_cap_last[c], cap, memory_order_relaxed);
+  }
 #endif
 }
 
