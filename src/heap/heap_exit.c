@@ -166,6 +166,7 @@ bool heap_destroy(hak_heap_t *h) {
 
 /* Thread exit ("Parking" above; which pages stay: "Mostly handed out"). */
 void heap_park(hak_heap_t *h) {
+  hak_page_t *empty = NULL; /* to the exchange at once (page_cache_park): any thread takes them */
   heap_lock(h);
   busy_begin(h);
   heap_collect_remote_held(h);
@@ -173,8 +174,9 @@ void heap_park(hak_heap_t *h) {
     if (p->used == 0 && remote_idle(p)) {
       page_unkeep(h, p);
       list_remove(list, p);
-      p->next = p->prev = NULL;
-      page_cache_free(NULL, p); /* to the exchange: any thread takes it */
+      p->prev = NULL;
+      p->next = empty;
+      empty = p;
     } else if (p->used > p->capacity / PARK_OUT_SHARE && !remote_fence(p)) {
       /* mostly handed out: abandoned, as heap_unpark does (a page whose bit
        * was already set has a signal on its way to h: it stays parked) */
@@ -183,7 +185,7 @@ void heap_park(hak_heap_t *h) {
       page_release(p);
     }
   }
-  page_cache_flush(&h->pcache);
+  page_cache_park(&h->pcache, empty);
   bool pages = heap_has_pages(h);
   busy_end(h);
   heap_unlock(h);

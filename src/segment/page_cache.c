@@ -82,8 +82,11 @@ static hak_page_t *exchange_take(unsigned key) {
 /* Full: the page and its kind's whole stack go back to their segments, those
  * of the caller's shard under one acquisition of its lock, so a thread that
  * frees much more than others take (a consumer) pays one lock per stackful,
- * not per page. */
-static void exchange_put(hak_page_t *pg, unsigned shard) {
+ * not per page. The shard (shard_of(c)) is drawn only then: for a caller
+ * without a heap each draw is an atomic add on a process-wide line
+ * (segment_shard_pick), and a thread's exit sent every empty page it parked
+ * through here, each drawing one that the exchange, not full, never used. */
+static void exchange_put(hak_page_t *pg, hak_page_cache_t *c) {
   size_t n = pg->slice_count;
   unsigned key = key_of(n, pg->cls);
   if (atomic_fetch_add_explicit(&exchange_slices, n, memory_order_relaxed) + n > exchange_max()) {
@@ -91,7 +94,7 @@ static void exchange_put(hak_page_t *pg, unsigned shard) {
     pg->next = atomic_exchange_explicit(&exchange[key], NULL, memory_order_acquire);
     for (hak_page_t *p = pg->next; p; p = p->next) out += p->slice_count;
     atomic_fetch_sub_explicit(&exchange_slices, out, memory_order_relaxed);
-    segment_pages_free(shard, pg);
+    segment_pages_free(shard_of(c), pg);
     return;
   }
   push_chain(key, pg, pg);
@@ -159,7 +162,7 @@ static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
   purge_arm((os_now_ms() + hak_config.purge_delay_ms) | 1);
   unsigned n = pg->slice_count, max = local_max();
   if (!c || n > max) {
-    exchange_put(pg, shard_of(c));
+    exchange_put(pg, c);
     return;
   }
   while (c->n == HAK_PCACHE_SLOTS || c->slices + n > max) { /* oldest out */
@@ -167,15 +170,61 @@ static void cache_put(hak_page_cache_t *c, hak_page_t *pg) {
     for (unsigned i = 1; i < c->n; i++) c->page[i - 1] = c->page[i];
     c->n--;
     c->slices -= old->slice_count;
-    exchange_put(old, shard_of(c));
+    exchange_put(old, c);
   }
   c->page[c->n++] = pg;
   c->slices += n;
 }
 
 void page_cache_flush(hak_page_cache_t *c) {
-  for (unsigned i = 0; i < c->n; i++) exchange_put(c->page[i], shard_of(c));
+  for (unsigned i = 0; i < c->n; i++) exchange_put(c->page[i], c);
   c->n = c->slices = 0;
+}
+
+/* Thread exit (heap_exit.c, heap_park): the empty pages it leaves, and c's,
+ * to the exchange with one addition to exchange_slices for them all. Those
+ * that fit under the bound are pushed (one CAS each onto its kind's stack);
+ * the rest go back to their segments in one call (one lock of c's shard,
+ * or its segment's returned stack), and their slices off the count with one
+ * subtraction. One or two atomic operations on the exchange's process-wide
+ * count per exit instead of one or two per page, and no shard drawn unless
+ * one is used: the exits of bench_thread_churn and bench_stress made 2-4 of
+ * them per 1000 operations (reports/old31/sharedlines.md). The stacks of
+ * the overflowing kinds stay (exchange_put sends them along), so a thread
+ * that frees into a full exchange still pays one lock per stackful. */
+void page_cache_park(hak_page_cache_t *c, hak_page_t *chain) {
+  size_t total = 0, out = 0;
+  for (hak_page_t *p = chain; p; p = p->next) {
+    p->known_zero = 0; /* it was used */
+    segment_page_detach(p);
+    total += p->slice_count;
+  }
+  if (chain) purge_arm((os_now_ms() + hak_config.purge_delay_ms) | 1); /* as cache_put */
+  for (unsigned i = 0; i < c->n; i++) { /* detached already */
+    c->page[i]->next = chain;
+    chain = c->page[i];
+    total += chain->slice_count;
+  }
+  c->n = c->slices = 0;
+  if (!total) return;
+  size_t before = atomic_fetch_add_explicit(&exchange_slices, total, memory_order_relaxed), max = exchange_max();
+  size_t room = before < max ? max - before : 0;
+  hak_page_t *back = NULL;
+  for (hak_page_t *p = chain, *next; p; p = next) {
+    next = p->next;
+    if (p->slice_count <= room) {
+      room -= p->slice_count;
+      push_chain(key_of(p->slice_count, p->cls), p, p);
+    } else {
+      p->next = back;
+      back = p;
+      out += p->slice_count;
+    }
+  }
+  if (back) {
+    atomic_fetch_sub_explicit(&exchange_slices, out, memory_order_relaxed);
+    segment_pages_free(shard_of(c), back);
+  }
 }
 
 bool page_cache_trim(void) {

@@ -34,6 +34,10 @@ hak_page_t *page_cache_alloc_in(hak_page_cache_t *c, unsigned shard, unsigned n,
 /* An empty page (no block in use, no remote free pending) to c (may be NULL),
  * the exchange, or its segment. */
 void page_cache_free(hak_page_cache_t *c, hak_page_t *pg) HAK_HIDDEN;
+/* Thread exit (heap_park): the empty pages of `chain` (linked through next,
+ * still attached to the slice map) and every page of c to the exchange (or
+ * their segments), counted into the exchange at once. */
+void page_cache_park(hak_page_cache_t *c, hak_page_t *chain) HAK_HIDDEN;
 /* Thread exit: every page of c to the exchange (or its segment). */
 void page_cache_flush(hak_page_cache_t *c) HAK_HIDDEN;
 /* malloc_trim: every page of the exchange back to its segment; true if any. */
