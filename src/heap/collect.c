@@ -26,19 +26,39 @@
  *   Heaps are never unmapped, so walking the all-heaps list needs no lock,
  *   and collectors need no lock among themselves either: each touches a heap
  *   only under that heap's lock, got with a try. Several may walk at once
- *   (the purge deadline's winner, malloc_trim, hak_collect); they share
- *   nothing but the `collectors` word below.
- * fork (claim, no lock): `collectors` counts the collectors inside a pass,
- *   and its top bit says a fork is being prepared. A collector enters with
- *   one fetch-add and backs off at once (undoing it) if it finds the bit:
- *   it never waits, and its pass is only skipped (the purge deadline is
- *   armed again one delay later). The prepare handler sets the bit and
- *   waits until the count is 0 (it is the only waiter: collectors finish a
- *   pass without waiting for anything that fork holds, since the collect
- *   handler runs before the segment and heap handlers take their locks), so
- *   no collector is inside a heap at the fork; the parent clears the bit,
- *   the child zeroes the word. A collector preempted inside a pass delays
- *   only a fork (and the owner's next slow path, as above).
+ *   (the purge deadline's winner, malloc_trim, hak_collect, refills about to
+ *   cut a page); they share nothing but the `collectors` word below (and a
+ *   refill not even that: its own heap's `collecting` flag).
+ * fork (claim, no lock): `collectors` counts the collectors inside a pass
+ *   that hold no heap of their own (heap_collect_idle: the purge deadline,
+ *   malloc_trim, hak_collect), and its top bit says a fork is being prepared.
+ *   Such a collector enters with one fetch-add and backs off at once
+ *   (undoing it) if it finds the bit. A refill's pass (heap_collect_peers,
+ *   under its own heap's lock) enters by setting that heap's `collecting`
+ *   flag instead (an exchange: a full barrier, on a line of its own record
+ *   that it has just written taking its lock), then reads the bit; it
+ *   clears the flag on leaving, or at once if it found the bit. Neither kind
+ *   ever waits: its pass is only skipped (the purge deadline is armed again
+ *   one delay later; a refill cuts its page without a look at its peers).
+ *   The prepare handler sets the bit, then waits until the count is 0 and
+ *   every heap's flag is 0, walking the all-heaps list (every heap that can
+ *   run heap_collect_peers is on it: thread heaps from their creation, the
+ *   shared heap always; first-class heaps never refill through it). The
+ *   bit's RMW and each enterer's exchange are sequentially consistent, so
+ *   either the enterer reads the bit and backs off, or the handler's later
+ *   read of the flag (or count) sees it entered and waits; a heap pushed
+ *   onto the list after the walk passed its head enters only after the bit
+ *   was set, and backs off. The handler is the only waiter: collectors
+ *   finish a pass without waiting for anything that fork holds, since the
+ *   collect handler runs before the segment and heap handlers take their
+ *   locks, so no collector is inside a heap at the fork; the parent clears
+ *   the bit, the child zeroes the word (the flags are all 0 already). A
+ *   collector preempted inside a pass delays only a fork (and the owner's
+ *   next slow path, as above). One process-wide counter for every pass was
+ *   two atomic adds on one line per refill that looked at a peer with a
+ *   hint set (2-4 per 1000 operations on bench_stress, bench_oversub and
+ *   bench_sizemix: reports/old31/sharedlines.md): with many cores, every
+ *   refill about to cut a page would take that line from the last one.
  *   In the child, a heap whose lock is held belonged to a thread
  *   that was inside its slow path and is gone: if it was marked busy (its
  *   lists may be half-changed, remote.c) it is marked unreachable and never
@@ -95,7 +115,10 @@
 #include <sched.h>
 
 #define COLLECT_FORK 0x80000000u
-static _Atomic(uint32_t) collectors;
+/* On a line of its own: pool.c's free and dying stacks (thread start and
+ * exit CASes) sat beside it. */
+static struct { _Alignas(64) _Atomic(uint32_t) n; } collectors_line; /* sizeof: 64 */
+#define collectors collectors_line.n
 
 static bool collect_enter(void) {
   if (!(atomic_fetch_add(&collectors, 1) & COLLECT_FORK)) return true;
@@ -103,6 +126,17 @@ static bool collect_enter(void) {
   return false;
 }
 static void collect_leave(void) { atomic_fetch_sub(&collectors, 1); }
+
+/* heap_collect_peers' entry and exit, self->lock held ("fork" above). */
+static bool collect_enter_own(hak_heap_t *self) {
+  atomic_exchange(&self->collecting, 1);
+  if (!(atomic_load(&collectors) & COLLECT_FORK)) return true;
+  atomic_store_explicit(&self->collecting, 0, memory_order_release);
+  return false;
+}
+static void collect_leave_own(hak_heap_t *self) {
+  atomic_store_explicit(&self->collecting, 0, memory_order_release);
+}
 
 void collect_note_signal(hak_heap_t *h) {
   uint32_t now = os_now_ms();
@@ -231,8 +265,8 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  *     with blocks out, a block handed out twice (test_page_give).
  * A caller preempted between the two steps holds a fenced page nobody else
  * can reach (frees into it pile up silently): like an abandoned page, only
- * until it runs again. fork: the hand-over runs inside collect_enter, as a
- * collection; a page the caller holds between the two steps when another
+ * until it runs again. fork: the hand-over runs inside the caller's entry
+ * (collect_enter_own), as a collection; a page the caller holds between the two steps when another
  * thread forks is lost to the child (memory only), as a taker's chain of
  * abandoned pages (remote.c). The owner's hint (hak_heap.spare, one byte per
  * class, set under its lock when a page may have become spare, cleared by a
@@ -263,9 +297,8 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
 #define PEERS_PER_CUT 16
 #define PEERS_PER_CARVE 4
 hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls, bool carve) {
-  /* Entered (collect_enter, a process-wide counter) only before the first
-   * lock tried: a look that finds no hint set, as most carves do, writes no
-   * shared line. */
+  /* Entered (collect_enter_own: self's flag) only before the first lock
+   * tried: a look that finds no hint set, as most carves do, writes nothing. */
   bool entered = false;
   /* The clock is read only once a heap has frees waiting: the first pages
    * are cut during start-up too, where under a sanitizer's runtime
@@ -288,7 +321,7 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls, bool carve) {
     if (h != self && !h->unreachable && h != heap_shared() &&
         (atomic_load_explicit(&h->remote_pages, memory_order_relaxed) ||
          atomic_load_explicit(&h->spare[cls], memory_order_relaxed) || away) &&
-        (entered || (entered = collect_enter())) && heap_trylock(h)) {
+        (entered || (entered = collect_enter_own(self))) && heap_trylock(h)) {
       if (!h->awaiting) { /* dying: its stack holds awaited signals (heap_reap's) */
         if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) {
           if (!now) now = os_now_ms() | 1;
@@ -307,7 +340,7 @@ hak_page_t *heap_collect_peers(hak_heap_t *self, unsigned cls, bool carve) {
     if (h == start) break;                            /* fewer heaps than PEERS_PER_CUT: all seen */
   }
   self->peer_cursor = h;
-  if (entered) collect_leave();
+  if (entered) collect_leave_own(self);
   return got;
 }
 
@@ -328,6 +361,11 @@ void collect_atfork_prepare(void) {
     if (spins < 64) cpu_relax();
     else sched_yield();
   }
+  for (hak_heap_t *h = heap_all_first(); h; h = h->all_next)
+    for (unsigned spins = 0; atomic_load(&h->collecting); spins++) {
+      if (spins < 64) cpu_relax();
+      else sched_yield();
+    }
 }
 void collect_atfork_parent(void) { atomic_fetch_and(&collectors, ~COLLECT_FORK); }
 

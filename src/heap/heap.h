@@ -205,6 +205,11 @@ struct hak_heap {
    * last refill of any class, up to HAK_FREE_RUN (heap/tcache.c, "Free runs"). */
   uint8_t     free_run;
   uint32_t    purge_seen;
+  /* 1 while the owner, under its lock, is inside heap_collect_peers' pass
+   * (heap/collect.c, "fork"): fork's prepare handler waits for it to be 0.
+   * In the padding before all_next: no offset moves, and on the line of
+   * `lock`, which the owner has just written. */
+  _Atomic(uint32_t) collecting;
   hak_heap_t *all_next;                 /* every heap ever made (heaps are recycled, never unmapped) */
   hak_heap_t *peer_cursor;              /* under lock: where heap_collect_peers goes on (collect.c) */
   /* Written under lock, read without it as a hint by peers about to cut a
