@@ -107,7 +107,7 @@ hak_segment_t *segment_map(unsigned shard, bool dense) {
 void segment_publish(seg_shard_t *sh, hak_segment_t *s) {
   ADD(hak_seg_books.total, mask_bytes(ALL_FREE));
   ADD(hak_seg_books.free, mask_bytes(ALL_FREE));
-  ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
+  STORE_ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
   seg_rec_add(sh, s);
   seg_list_push(sh, s);
   ADD(hak_seg_books.empty, 1);
@@ -135,7 +135,7 @@ static void seg_unmap(seg_shard_t *sh, hak_segment_t *s) {
   seg_dirty_sub(sh, s, s->dirty_mask);
   SUB(hak_seg_books.free, mask_bytes(ALL_FREE));
   SUB(hak_seg_books.total, mask_bytes(ALL_FREE));
-  SUB(sh->free_slices, (unsigned)pop32(ALL_FREE));
+  STORE_SUB(sh->free_slices, (unsigned)pop32(ALL_FREE));
   slice_map_set(s, HAK_SLICES, 0);
   s->magic = 0;
   s->next = sh->doomed;

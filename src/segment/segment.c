@@ -371,7 +371,7 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
     else sh->advise = s, sh->advice = advice;
   }
   SUB(hak_seg_books.free, mask_bytes(run));
-  SUB(sh->free_slices, n);
+  STORE_SUB(sh->free_slices, n);
   seg_dirty_sub(sh, s, s->dirty_mask & run);
   s->dirty_mask &= ~run;
   s->whole_mask &= ~run;
@@ -513,7 +513,7 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   s->free_mask |= run;
   if (class_dense(pg->cls)) SUB(sh->dense_slices, n), SUB(dense_slices_all, n);
   ADD(hak_seg_books.free, mask_bytes(run));
-  ADD(sh->free_slices, n);
+  STORE_ADD(sh->free_slices, n);
   for (unsigned i = first; i < first + n; i++) {
     s->freed_ms[i] = now;
     s->last_cls[i] = (uint8_t)pg->cls;

@@ -84,8 +84,14 @@ typedef struct seg_shard {
   _Atomic(uint32_t) dense_slices;    /* slices of dense-class pages cut from its segments */
   _Atomic(uint32_t) dense_full;      /* dense-class pages cut for a heap holding a full one (ever) */
   _Atomic(hak_page_t *) returned;    /* pages freed by other threads (segment.c) */
-  _Atomic(uint32_t) free_slices;     /* in its segments: a hint for stealers and sweeps */
-  _Atomic(uint32_t) dirty_slices;    /* of those, the resident ones: a hint for warm steals */
+  /* In its segments, and of those the resident ones: hints for stealers
+   * (warm steals) and sweeps, read without the lock. Written only under
+   * the lock (STORE_ADD/STORE_SUB below): segment_publish, seg_unmap,
+   * seg_run_claim_locked, seg_page_free_locked, and seg_dirty_add/sub's
+   * callers (those and purge.c's purge_shard, with the lock taken again
+   * after its madvise), or in a forked child's handler, alone. */
+  _Atomic(uint32_t) free_slices;
+  _Atomic(uint32_t) dirty_slices;
   seg_purge_out_t out;               /* under the lock */
   hak_segment_t *doomed;             /* under the lock: unmapped by shard_unlock, after it (segment.c) */
   hak_segment_t *advise;             /* under the lock: madvised by shard_unlock, after it, with */
@@ -125,6 +131,11 @@ extern seg_books_t hak_seg_books HAK_HIDDEN;
 #define ADD(v, n) atomic_fetch_add_explicit(&(v), (n), memory_order_relaxed)
 #define SUB(v, n) atomic_fetch_sub_explicit(&(v), (n), memory_order_relaxed)
 #define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
+/* A counter only one lock's holder writes (a shard's, under its lock): a
+ * relaxed load and store, not a locked add. Each locked add waited for the
+ * store buffer to drain, two or three per page cut and per page free. */
+#define STORE_ADD(v, n) atomic_store_explicit(&(v), LOAD(v) + (n), memory_order_relaxed)
+#define STORE_SUB(v, n) atomic_store_explicit(&(v), LOAD(v) - (n), memory_order_relaxed)
 
 HAK_INLINE void shard_lock(seg_shard_t *sh) { hak_lock_local(&sh->lock); }
 
@@ -194,12 +205,12 @@ HAK_INLINE size_t mask_bytes(uint32_t m) {
 HAK_INLINE void seg_dirty_add(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
   if (s->dense || !m) return;
   ADD(hak_seg_books.dirty, mask_bytes(m));
-  ADD(sh->dirty_slices, pop32(m));
+  STORE_ADD(sh->dirty_slices, pop32(m));
 }
 HAK_INLINE void seg_dirty_sub(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
   if (s->dense || !m) return;
   SUB(hak_seg_books.dirty, mask_bytes(m));
-  SUB(sh->dirty_slices, pop32(m));
+  STORE_SUB(sh->dirty_slices, pop32(m));
 }
 
 /* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
