@@ -82,12 +82,30 @@ static void check_books(const char *when) {
     }
     if (LOAD(sh->free_slices) != fs || LOAD(sh->dirty_slices) != ds) bad = (int)i;
   }
-  size_t book_free = LOAD(hak_seg_books.free), book_dirty = LOAD(hak_seg_books.dirty);
+  /* The bytes are the shards' (shard.h); the process-wide dirty figure is
+   * their folded sum, within DIRTY_FOLD of each shard's and 0 only for none. */
+  size_t book_free = 0, book_dirty = 0, folded = 0, ffolded = 0;
+  int bad_fold = -1;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {
+    seg_shard_t *sh = &hak_seg_shards[i];
+    size_t d = LOAD(sh->dirty_bytes), f = sh->dirty_folded;
+    book_free += LOAD(sh->free_bytes);
+    book_dirty += d;
+    folded += f;
+    ffolded += sh->free_folded;
+    if ((d != 0) != (f != 0) || (d > f ? d - f : f - d) >= DIRTY_FOLD) bad_fold = (int)i;
+    d = LOAD(sh->free_bytes), f = sh->free_folded;
+    if ((d != 0) != (f != 0) || (d > f ? d - f : f - d) >= DIRTY_FOLD) bad_fold = (int)i;
+  }
+  size_t book_folded = LOAD(hak_seg_books.dirty), book_ffolded = LOAD(hak_seg_books.free);
   unsigned sh_free = bad >= 0 ? LOAD(hak_seg_shards[bad].free_slices) : 0;
   unsigned sh_dirty = bad >= 0 ? LOAD(hak_seg_shards[bad].dirty_slices) : 0;
   for (unsigned i = HAK_SEG_SHARDS; i-- > 0;) hak_unlock(&hak_seg_shards[i].lock);
   CHECK(bad < 0, "%s: shard %d counts %u free and %u dirty slices, its segments have %u and %u", when, bad, sh_free,
         sh_dirty, fs, ds);
+  CHECK(bad_fold < 0 && book_folded == folded && book_ffolded == ffolded,
+        "%s: shard %d's bytes folded out of band, or the books' %zu dirty / %zu free are not the folded %zu / %zu",
+        when, bad_fold, book_folded, book_ffolded, folded, ffolded);
   CHECK(book_free == free_b && book_dirty == dirty_b,
         "%s: books say %zu free and %zu dirty bytes, the segments have %zu and %zu", when, book_free, book_dirty,
         free_b, dirty_b);

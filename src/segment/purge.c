@@ -29,6 +29,7 @@
  * before (all of it once the program stops cutting pages), and
  * malloc_trim returns everything. */
 #include "segment/shard.h"
+#include "segment/page_cache.h"
 #include "os/os.h"
 #include "policy/config.h"
 #include "stats/stats.h"
@@ -167,7 +168,13 @@ static size_t purge_shard(seg_shard_t *sh, uint32_t now, uint32_t min_age, bool 
 static size_t dirty_budget(unsigned shift, uint32_t now) {
   size_t b = hak_config.dirty_max << shift;
   if (hak_config.profile != HAK_PROFILE_SPEED) return b;
-  size_t total = LOAD(hak_seg_books.total), free = segment_free_bytes();
+  /* Free: the shards' folded free slices (adding up their exact counts here
+   * read every shard's books line per call), the page caches', and the pages
+   * waiting on the returned stacks (pushed without a lock, so not folded:
+   * their per-shard counts are read, on each shard's first line; counted as
+   * in pages, a secure build's freed pages, which wait there, kept the
+   * budget up after the program's pages emptied: test_dirty_budget). */
+  size_t total = LOAD(hak_seg_books.total), free = LOAD(hak_seg_books.free) + seg_returned_bytes() + page_cache_bytes();
   size_t fp = total > free ? total - free : 0;
   uint32_t delay = hak_config.purge_delay_ms + 1, halvings = (now - LOAD(hak_seg_books.peak_ms)) / delay;
   size_t peak = halvings >= 32 ? 0 : LOAD(hak_seg_books.peak) >> halvings;
@@ -205,7 +212,8 @@ void seg_purge_policy(seg_shard_t *home) {
    * does not halves it again. Memory idle for a whole delay still goes back
    * by the deadline (segment_purge_aged), beyond the budget while the program
    * keeps cutting pages and all of it once it stops. */
-  size_t refault = atomic_exchange_explicit(&hak_seg_books.refault, 0, memory_order_relaxed);
+  size_t refault_all = SEG_SUM(refault);
+  size_t refault = refault_all - atomic_exchange_explicit(&hak_seg_books.refault_seen, refault_all, memory_order_relaxed);
   unsigned cap = hak_config.profile == HAK_PROFILE_SPEED ? BUDGET_SHIFT_MAX : 1;
   shift = LOAD(hak_seg_books.budget_shift);
   if (refault > LOAD(hak_seg_books.last_sweep) / 2 && refault && shift < cap) shift++;
@@ -298,7 +306,8 @@ uint32_t segment_purge_aged(uint32_t now, uint32_t min_age, bool *any) {
    * once the program stops cutting pages, goes back. The test is not an
    * eighth of the budget: with its share of the footprint, a busy program
    * would look idle. */
-  size_t keep = 0, cut = atomic_exchange_explicit(&hak_seg_books.cut, 0, memory_order_relaxed);
+  size_t cut_all = SEG_SUM(cut);
+  size_t keep = 0, cut = cut_all - atomic_exchange_explicit(&hak_seg_books.cut_seen, cut_all, memory_order_relaxed);
   unsigned shift = LOAD(hak_seg_books.budget_shift);
   if (min_age && cut >= (hak_config.dirty_max << shift) / 8) keep = dirty_budget(shift, now);
   for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) {

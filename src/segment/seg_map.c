@@ -106,7 +106,8 @@ hak_segment_t *segment_map(unsigned shard, bool dense) {
 /* sh locked: a segment from segment_map joins its shard's books and list. */
 void segment_publish(seg_shard_t *sh, hak_segment_t *s) {
   ADD(hak_seg_books.total, mask_bytes(ALL_FREE));
-  ADD(hak_seg_books.free, mask_bytes(ALL_FREE));
+  STORE_ADD(sh->free_bytes, mask_bytes(ALL_FREE));
+  seg_free_fold(sh);
   STORE_ADD(sh->free_slices, (unsigned)pop32(ALL_FREE));
   seg_rec_add(sh, s);
   seg_list_push(sh, s);
@@ -133,7 +134,8 @@ static void seg_unmap(seg_shard_t *sh, hak_segment_t *s) {
   SUB(hak_seg_books.empty, 1);
   if (s->dense) SUB(sh->dense_segs, 1);
   seg_dirty_sub(sh, s, s->dirty_mask);
-  SUB(hak_seg_books.free, mask_bytes(ALL_FREE));
+  STORE_SUB(sh->free_bytes, mask_bytes(ALL_FREE));
+  seg_free_fold(sh);
   SUB(hak_seg_books.total, mask_bytes(ALL_FREE));
   STORE_SUB(sh->free_slices, (unsigned)pop32(ALL_FREE));
   slice_map_set(s, HAK_SLICES, 0);

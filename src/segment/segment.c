@@ -171,11 +171,13 @@ static void page_init(hak_segment_t *s, unsigned first, unsigned n, unsigned cls
 void seg_drain_returned(seg_shard_t *sh) {
   if (!atomic_load_explicit(&sh->returned, memory_order_relaxed)) return; /* no write to an empty stack */
   hak_page_t *pg = atomic_exchange_explicit(&sh->returned, NULL, memory_order_acquire);
+  uint32_t slices = 0;
   for (hak_page_t *next; pg; pg = next) {
     next = pg->next;
-    SUB(hak_seg_books.returned, (size_t)pg->slice_count * HAK_SLICE_SIZE);
+    slices += pg->slice_count;
     seg_page_free_locked(sh, pg, pg->used, 0);
   }
+  SUB(sh->returned_slices, slices); /* pushers add without the lock */
 }
 
 static hak_page_t *page_alloc_locked(seg_shard_t *sh, unsigned n, unsigned cls, bool warm_only, bool dense);
@@ -287,8 +289,10 @@ static hak_page_t *page_alloc_once(unsigned shard, unsigned n, unsigned cls, boo
   seg_drain_returned(sh);
   hak_page_t *pg = page_alloc_locked(sh, n, cls, true, dense);
   /* No warm slice here: another shard's first if any shard has some (the
-   * global count above this shard's own). */
-  if (!pg && LOAD(hak_seg_books.dirty) > (size_t)LOAD(sh->dirty_slices) * HAK_SLICE_SIZE) {
+   * folded process-wide count above this shard's folded part: a shard's
+   * count folds to or from 0 at once, seg_dirty_fold, so another shard with
+   * any warm slice shows, and the test reads no other shard's line). */
+  if (!pg && LOAD(hak_seg_books.dirty) > sh->dirty_folded) {
     shard_unlock(sh);
     pg = page_steal_warm(shard, n, cls, dense);
     if (pg) goto done;
@@ -359,8 +363,8 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
     if (!now) now = os_now_ms() | 1;
     if (now - t < hak_config.purge_delay_ms) back += HAK_SLICE_SIZE;
   }
-  if (back) ADD(hak_seg_books.refault, back);
-  ADD(hak_seg_books.cut, (size_t)n << HAK_SLICE_SHIFT);
+  if (back) STORE_ADD(sh->refault, back);
+  STORE_ADD(sh->cut, (size_t)n << HAK_SLICE_SHIFT);
   if (s->free_mask == ALL_FREE) SUB(hak_seg_books.empty, 1);
   s->free_mask &= ~run;
   int advice = os_segment_in_use(s, HAK_SLICES - pop32(s->free_mask)); /* HAKMEM_THP=auto */
@@ -370,7 +374,8 @@ bool seg_run_claim_locked(seg_shard_t *sh, hak_segment_t *s, unsigned first, uns
     if (sh->advise) os_segment_advise(s, advice);
     else sh->advise = s, sh->advice = advice;
   }
-  SUB(hak_seg_books.free, mask_bytes(run));
+  STORE_SUB(sh->free_bytes, mask_bytes(run));
+  seg_free_fold(sh);
   STORE_SUB(sh->free_slices, n);
   seg_dirty_sub(sh, s, s->dirty_mask & run);
   s->dirty_mask &= ~run;
@@ -464,7 +469,7 @@ static void page_return(hak_page_t *pg, uint32_t now) {
   seg_shard_t *sh = &hak_seg_shards[segment_of(pg)->shard];
   HAK_STAT_INC(HAK_EV_PAGE_RETIRE); /* counted now, not when the stack is drained */
   pg->used = now;
-  ADD(hak_seg_books.returned, (size_t)pg->slice_count * HAK_SLICE_SIZE);
+  ADD(sh->returned_slices, pg->slice_count);
   hak_page_t *top = atomic_load_explicit(&sh->returned, memory_order_relaxed);
   do {
     pg->next = top;
@@ -512,7 +517,8 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   if (s->free_mask == 0) seg_list_push(sh, s);
   s->free_mask |= run;
   if (class_dense(pg->cls)) SUB(sh->dense_slices, n), SUB(dense_slices_all, n);
-  ADD(hak_seg_books.free, mask_bytes(run));
+  STORE_ADD(sh->free_bytes, mask_bytes(run));
+  seg_free_fold(sh);
   STORE_ADD(sh->free_slices, n);
   for (unsigned i = first; i < first + n; i++) {
     s->freed_ms[i] = now;
@@ -540,8 +546,21 @@ void seg_page_free_locked(seg_shard_t *sh, hak_page_t *pg, uint32_t now, uint32_
   }
 }
 
-size_t segment_free_bytes(void) { return LOAD(hak_seg_books.free) + LOAD(hak_seg_books.returned) + page_cache_bytes(); }
-size_t segment_dirty_bytes(void) { return LOAD(hak_seg_books.dirty); }
+size_t seg_books_sum(size_t offset) {
+  size_t sum = 0;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++)
+    sum += atomic_load_explicit((_Atomic(size_t) *)((char *)&hak_seg_shards[i] + offset), memory_order_relaxed);
+  return sum;
+}
+
+size_t seg_returned_bytes(void) {
+  size_t returned = 0;
+  for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) returned += LOAD(hak_seg_shards[i].returned_slices);
+  return returned * HAK_SLICE_SIZE;
+}
+
+size_t segment_free_bytes(void) { return SEG_SUM(free_bytes) + seg_returned_bytes() + page_cache_bytes(); }
+size_t segment_dirty_bytes(void) { return SEG_SUM(dirty_bytes); }
 
 void segment_atfork_prepare(void) {
   for (unsigned i = 0; i < HAK_SEG_SHARDS; i++) hak_lock_fork(&hak_seg_shards[i].lock);

@@ -1,7 +1,9 @@
-/* shard.h — internal to src/segment: the shards' records and the
- * process-wide books (free, dirty, returned bytes) that segment.c (mapping
- * segments, cutting and freeing pages) and purge.c (the dirty budget, the
- * purge deadline, trim) share, with the slice-mask arithmetic both use.
+/* shard.h — internal to src/segment: the shards' records with their books
+ * (free, dirty, returned bytes, bytes cut) and the process-wide books (the
+ * folded dirty figure, empty segments, the purge side's state) that
+ * segment.c (mapping segments, cutting and freeing pages) and purge.c (the
+ * dirty budget, the purge deadline, trim) share, with the slice-mask
+ * arithmetic both use.
  *
  * Waits for a shard lock. page_steal's wait for another shard's lock is
  * bounded by time, then the stealer maps a segment of its own (segment.c).
@@ -83,6 +85,9 @@ typedef struct seg_shard {
   _Atomic(uint32_t) dense_segs;      /* its dense segments, listed or not */
   _Atomic(uint32_t) dense_slices;    /* slices of dense-class pages cut from its segments */
   _Atomic(uint32_t) dense_full;      /* dense-class pages cut for a heap holding a full one (ever) */
+  /* Slices of the pages on `returned`: added by the pusher (no lock), taken
+   * off by the drain; on the line of the stack the pusher's CAS writes. */
+  _Atomic(uint32_t) returned_slices;
   _Atomic(hak_page_t *) returned;    /* pages freed by other threads (segment.c) */
   /* In its segments, and of those the resident ones: hints for stealers
    * (warm steals) and sweeps, read without the lock. Written only under
@@ -92,6 +97,16 @@ typedef struct seg_shard {
    * after its madvise), or in a forked child's handler, alone. */
   _Atomic(uint32_t) free_slices;
   _Atomic(uint32_t) dirty_slices;
+  /* The shard's books (seg_books below), on the line of the two hints
+   * above and under the same rule: bytes of its free slices, of those the
+   * resident ones (and what of both was last folded into the process-wide
+   * figures: seg_fold), bytes of pages cut from its segments and of
+   * purged slices cut again within a delay (both only grow: their readers
+   * keep what they last saw, seg_books.cut_seen and refault_seen). The purge
+   * side and the statistics add up the shards. */
+  _Atomic(size_t) free_bytes, dirty_bytes;
+  size_t free_folded, dirty_folded;
+  _Atomic(size_t) cut, refault;
   seg_purge_out_t out;               /* under the lock */
   hak_segment_t *doomed;             /* under the lock: unmapped by shard_unlock, after it (segment.c) */
   hak_segment_t *advise;             /* under the lock: madvised by shard_unlock, after it, with */
@@ -102,29 +117,48 @@ extern seg_shard_t hak_seg_shards[HAK_SEG_SHARDS] HAK_HIDDEN;
 extern seg_index_t hak_seg_index[HAK_SEG_SHARDS] HAK_HIDDEN;
 HAK_INLINE seg_index_t *seg_ix(const seg_shard_t *sh) { return &hak_seg_index[sh - hak_seg_shards]; }
 
-/* Counters, relaxed: hints and statistics, each changed under the lock of the
- * shard whose segment it counts (or by the CAS that pushes a returned page),
- * read without one. */
+/* Process-wide counters, relaxed: hints and statistics, read without a
+ * lock. The per-page counts (free, dirty, returned bytes, bytes cut,
+ * refaults) are the shards' (seg_shard_t), written under each shard's lock
+ * with a load and a store, on a line of the shard's own: here, on one line
+ * for the process, they took 5-6 locked adds per 1000 operations of
+ * bench_stress and bench_thread_churn (reports/old31/sharedlines.md), each a
+ * line every other thread cutting or freeing a page took back. What is left
+ * here is written on segment events (map, unmap, a segment becoming empty
+ * or not) and by the purge side, plus `dirty`, folded. */
 typedef struct seg_books {
   _Atomic(size_t) empty;        /* segments entirely free */
-  _Atomic(size_t) dirty;        /* bytes of free slices holding touched memory */
-  _Atomic(size_t) free;         /* bytes of free slices */
+  /* Bytes of free slices holding touched memory, the shards' dirty_bytes as
+   * folded (seg_fold): within DIRTY_FOLD of the sum per shard, and 0
+   * for a shard only when it has none. For the purge policy's tests and
+   * page_alloc_once's "any other shard has warm slices". */
+  _Atomic(size_t) dirty;
+  /* The shards' free_bytes as folded, the same way: for the dirty budget's
+   * footprint (purge.c, dirty_budget), which seg_purge_policy computes on
+   * many a page free; adding up the shards there read every shard's line. */
+  _Atomic(size_t) free;
   _Atomic(size_t) total;        /* bytes of all slices (free or in pages) */
   /* The recent peak of slices in pages (total - free) and when it was last
    * reached: the dirty budget follows it (purge.c, dirty_budget). */
   _Atomic(size_t) peak;
   _Atomic(uint32_t) peak_ms;
-  _Atomic(size_t) returned;     /* bytes of pages waiting on returned stacks */
   _Atomic(uint32_t) last_sweep_ms;
-  /* The dirty budget's adaptation (purge.c, seg_purge_policy): bytes of
-   * slices purged less than a delay ago and cut into a page again since the
-   * last sweep, what that sweep purged, and the budget's doubling count. */
-  _Atomic(size_t) refault, last_sweep;
+  /* The dirty budget's adaptation (purge.c, seg_purge_policy): the shards'
+   * refault sum at the last sweep (what was cut again since is the
+   * difference), what that sweep purged, and the budget's doubling count. */
+  _Atomic(size_t) refault_seen, last_sweep;
   _Atomic(unsigned) budget_shift;
-  /* Bytes of pages cut from segments since the purge deadline's last look:
-   * whether the program is still cutting pages (segment_purge_aged). */
-  _Atomic(size_t) cut;
+  /* The shards' cut sum at the purge deadline's last look: the bytes of
+   * pages cut since say whether the program is still cutting pages
+   * (segment_purge_aged). */
+  _Atomic(size_t) cut_seen;
 } seg_books_t;
+
+/* Bytes of the pages on every shard's returned stack. */
+size_t seg_returned_bytes(void) HAK_HIDDEN;
+/* The shards' sums (cold: the purge side, statistics). */
+size_t seg_books_sum(size_t offset) HAK_HIDDEN;
+#define SEG_SUM(field) seg_books_sum(offsetof(seg_shard_t, field))
 
 extern seg_books_t hak_seg_books HAK_HIDDEN;
 
@@ -202,15 +236,32 @@ HAK_INLINE size_t mask_bytes(uint32_t m) {
  * resident as long as its huge page is, the dirty budget's sweeps never
  * purge them (a 64 KiB madvise would split the huge page), and counted
  * they would make the sweeps purge the other segments' slices harder. */
+/* sh locked: a count of sh (its dirty or free bytes, now d) into the
+ * process-wide figure when it moved DIRTY_FOLD or more from what was folded
+ * last (*folded), or to or from 0. A shard that cuts and frees pages in
+ * turn moves it up and down within the band and writes nothing
+ * process-wide. */
+#define DIRTY_FOLD ((size_t)8 << HAK_SLICE_SHIFT)
+HAK_INLINE void seg_fold(_Atomic(size_t) *global, size_t d, size_t *folded) {
+  size_t f = *folded;
+  if (d == f || ((d != 0) == (f != 0) && (d > f ? d - f : f - d) < DIRTY_FOLD)) return;
+  if (d > f) atomic_fetch_add_explicit(global, d - f, memory_order_relaxed);
+  else atomic_fetch_sub_explicit(global, f - d, memory_order_relaxed);
+  *folded = d;
+}
+#define seg_dirty_fold(sh) seg_fold(&hak_seg_books.dirty, LOAD((sh)->dirty_bytes), &(sh)->dirty_folded)
+#define seg_free_fold(sh) seg_fold(&hak_seg_books.free, LOAD((sh)->free_bytes), &(sh)->free_folded)
 HAK_INLINE void seg_dirty_add(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
   if (s->dense || !m) return;
-  ADD(hak_seg_books.dirty, mask_bytes(m));
+  STORE_ADD(sh->dirty_bytes, mask_bytes(m));
   STORE_ADD(sh->dirty_slices, pop32(m));
+  seg_dirty_fold(sh);
 }
 HAK_INLINE void seg_dirty_sub(seg_shard_t *sh, const hak_segment_t *s, uint32_t m) {
   if (s->dense || !m) return;
-  SUB(hak_seg_books.dirty, mask_bytes(m));
+  STORE_SUB(sh->dirty_bytes, mask_bytes(m));
   STORE_SUB(sh->dirty_slices, pop32(m));
+  seg_dirty_fold(sh);
 }
 
 /* Lowest start index of a run of n free slices in mask, or -1. Slice 0 is
