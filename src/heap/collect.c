@@ -57,7 +57,7 @@
  *   next slow path, as above). One process-wide counter for every pass was
  *   two atomic adds on one line per refill that looked at a peer with a
  *   hint set (2-4 per 1000 operations on bench_stress, bench_oversub and
- *   bench_sizemix: reports/old31/sharedlines.md): with many cores, every
+ *   bench_sizemix: uprobe counts: commit 711d715): with many cores, every
  *   refill about to cut a page would take that line from the last one.
  *   In the child, a heap whose lock is held belonged to a thread
  *   that was inside its slow path and is gone: if it was marked busy (its

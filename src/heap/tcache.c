@@ -416,7 +416,7 @@ void tcache_drain_event(hak_tls_t *t, unsigned c) {
  * where the value differs: hak_cap_last is 6 process-wide lines, and storing
  * all 96 entries at every learner step and thread exit took those lines from
  * every other thread doing the same (bench_thread_churn: ~11 line writes per
- * 1000 operations, reports/old31/sharedlines.md), while the caps of threads
+ * 1000 operations, uprobe counts: commit 711d715), while the caps of threads
  * re-created for the same work mostly repeat. A read of a line it does not
  * write leaves the line shared. */
 void tcache_publish(hak_tls_t *t) {

@@ -189,7 +189,7 @@ void page_cache_flush(hak_page_cache_t *c) {
  * subtraction. One or two atomic operations on the exchange's process-wide
  * count per exit instead of one or two per page, and no shard drawn unless
  * one is used: the exits of bench_thread_churn and bench_stress made 2-4 of
- * them per 1000 operations (reports/old31/sharedlines.md). The stacks of
+ * them per 1000 operations (uprobe counts: commit 14dcdc4). The stacks of
  * the overflowing kinds stay (exchange_put sends them along), so a thread
  * that frees into a full exchange still pays one lock per stackful. */
 void page_cache_park(hak_page_cache_t *c, hak_page_t *chain) {

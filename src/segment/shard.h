@@ -122,7 +122,7 @@ HAK_INLINE seg_index_t *seg_ix(const seg_shard_t *sh) { return &hak_seg_index[sh
  * refaults) are the shards' (seg_shard_t), written under each shard's lock
  * with a load and a store, on a line of the shard's own: here, on one line
  * for the process, they took 5-6 locked adds per 1000 operations of
- * bench_stress and bench_thread_churn (reports/old31/sharedlines.md), each a
+ * bench_stress and bench_thread_churn (uprobe counts: commit 14dcdc4), each a
  * line every other thread cutting or freeing a page took back. What is left
  * here is written on segment events (map, unmap, a segment becoming empty
  * or not) and by the purge side, plus `dirty`, folded. */
