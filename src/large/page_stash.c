@@ -45,6 +45,30 @@
  *     class, claimed with a CAS entry -> 0 (acquire); the winner
  *     re-initialises the page (a large one: only its record). A loser
  *     rescans a few times, then takes the usual path.
+ *   - a large take with no entry of n..n+n/4 slices (take_miss): the
+ *     shortest longer entry, or else the shortest window of entries whose
+ *     runs follow each other in one segment (read from the entry words
+ *     alone: the run after entry e starts at record w_page(e) + w_key(e)),
+ *     reaching n slices; taken only if mincore finds its first n slices
+ *     mostly resident (else the usual path cuts a run: the old choice).
+ *     Each entry is claimed with the same CAS; the claimer joins the runs
+ *     (segment_large_merge: slice_page and the record, which it holds),
+ *     keeps the first n slices and stashes the rest as a page of its own
+ *     (segment_large_split), like any put. A window entry gone meanwhile
+ *     ends the join: what was joined is stashed again. Why: a ring of 64
+ *     live blocks of 4 KiB-4 MiB, every page written (13 MB of 256-960 KiB
+ *     blocks live at its peak), missed the n..n+n/4 fit 27 times a run and
+ *     cut 26 MB of runs from fresh slices while the stash held ~21 MB of
+ *     resident runs of other sizes; the segments had next to no resident
+ *     free slices to cut instead (64-450 KB at exit). Taking the stashed
+ *     runs: peak RSS 115 MiB instead of 122, 0.96x the CPU time. Without the
+ *     residency test, programs that write their blocks at the ends only
+ *     (bench_sizemix, large_mt: candidates 0-16% resident) lost the fit by
+ *     ends below (splits and joins make runs whose blocks never ended
+ *     there): large_mt missed 300-650 times a run instead of 20, with 12%
+ *     more faults. A miss whose candidates failed the test makes later
+ *     misses probe less often (cold_misses), so those programs pay ~30
+ *     mincore calls a run.
  *   - ends_hint[i] (large table): the `ends` mask of entry i's page record
  *     (hak_internal.h), stored relaxed after the entry's CAS and read
  *     relaxed by takers before they claim, so a taker may see the mask of
@@ -137,6 +161,131 @@ static void has_clear(unsigned t, unsigned key, int i) {
   if (w && w_key(w) == key) atomic_fetch_or(&has[t][key][i / 64], bit);
 }
 
+/* pg (claimed, parked) of at least k slices for a block of k: the rest
+ * stashed again as a run of its own, if long enough for a take to ask for
+ * it, then pg unparked. */
+#define SPLIT_MIN 3 /* a shorter rest stays with the block: no take asks for it (large.c) */
+static hak_page_t *take_split(hak_page_t *pg, unsigned k) {
+  if (pg->slice_count - k >= SPLIT_MIN) {
+    hak_page_t *rest = segment_large_split(pg, k);
+    if (!page_stash_put(rest)) segment_page_free(rest);
+  }
+  segment_page_unpark(pg);
+  return pg;
+}
+
+/* Whether the first k slices of the run at slice `at` of s are mostly
+ * resident: only then does a block taking them save the faults a fresh
+ * run would cost. (*probes)--: a bound on the mincore calls per miss. */
+#define MISS_PROBES 4
+static bool run_warm(hak_segment_t *s, unsigned at, unsigned k, unsigned *probes) {
+  if (!*probes) return false;
+  --*probes;
+  size_t bytes = (size_t)k << HAK_SLICE_SHIFT;
+  size_t r = os_resident((uint8_t *)s + ((size_t)at << HAK_SLICE_SHIFT), bytes);
+  return r * 2 >= bytes;
+}
+
+/* No entry of k..k+k/4 slices: the shortest longer one, split. */
+static hak_page_t *take_longer(unsigned k, unsigned *probes) {
+  for (unsigned n = k + k / 4 + 1; n < HAK_SLICES; n++)
+    for (int j = 0; j < WORDS; j++)
+      for (uint64_t m = atomic_load_explicit(&has[T_LARGE][n][j], memory_order_relaxed); m; m &= m - 1) {
+        int i = j * 64 + __builtin_ctzll(m);
+        uintptr_t w = atomic_load_explicit(&slot[T_LARGE][i], memory_order_relaxed);
+        if (!w || w_key(w) != n) {
+          has_clear(T_LARGE, n, i); /* stale */
+          continue;
+        }
+        hak_segment_t *s = segment_of(w_page(w));
+        if (!run_warm(s, (unsigned)(w_page(w) - s->pages), k, probes)) {
+          if (!*probes) return NULL;
+          continue;
+        }
+        if (!atomic_compare_exchange_strong_explicit(&slot[T_LARGE][i], &w, 0, memory_order_acquire, memory_order_relaxed))
+          continue;
+        has_clear(T_LARGE, n, i);
+        atomic_fetch_sub_explicit(&stashed_bytes[T_LARGE], pg_bytes(w_page(w)), memory_order_relaxed);
+        return take_split(w_page(w), k);
+      }
+  return NULL;
+}
+
+/* No entry of k slices or more: stashed runs that follow each other in a
+ * segment, joined into one of k or more, split. Which runs follow each
+ * other is read from the entries alone (record | slice count: the record
+ * at slice i of a segment is pages[i], so the run after entry e starts at
+ * record w_page(e) + w_key(e)), with no read of a record or a segment
+ * header it does not hold (a segment may be unmapped under an entry
+ * another thread takes meanwhile). Of the windows of consecutive runs
+ * that reach k slices, the shortest; its runs are claimed in turn (their
+ * CAS), and if one has gone meanwhile the ones claimed are joined and
+ * stashed again. */
+typedef struct { uintptr_t w; int i; } merge_entry_t;
+
+static hak_page_t *take_merged(unsigned k, unsigned *probes) {
+  merge_entry_t e[SLOTS];
+  int n = 0;
+  for (int i = 0; i < SLOTS; i++) {
+    uintptr_t w = atomic_load_explicit(&slot[T_LARGE][i], memory_order_relaxed);
+    if (!w || w_key(w) >= k) continue; /* longer ones: take_longer */
+    int j = n++;
+    for (; j > 0 && w_page(e[j - 1].w) > w_page(w); j--) e[j] = e[j - 1]; /* by address */
+    e[j] = (merge_entry_t){w, i};
+  }
+  int best = -1, best_len = 0;
+  unsigned best_total = HAK_SLICES;
+  for (int a = 0; a < n; a++) {
+    unsigned total = w_key(e[a].w);
+    int b = a;
+    while (total < k && b + 1 < n && w_page(e[b + 1].w) == w_page(e[b].w) + w_key(e[b].w)) total += w_key(e[++b].w);
+    if (total >= k && total < best_total) best = a, best_len = b - a + 1, best_total = total;
+  }
+  if (best < 0) return NULL;
+  hak_page_t *pg = w_page(e[best].w);
+  hak_segment_t *s = segment_of(pg);
+  if (!run_warm(s, (unsigned)(pg - s->pages), k, probes)) return NULL;
+  uintptr_t w = e[best].w;
+  if (!atomic_compare_exchange_strong_explicit(&slot[T_LARGE][e[best].i], &w, 0, memory_order_acquire, memory_order_relaxed))
+    return NULL;
+  has_clear(T_LARGE, w_key(w), e[best].i);
+  atomic_fetch_sub_explicit(&stashed_bytes[T_LARGE], pg_bytes(pg), memory_order_relaxed);
+  for (int j = best + 1; j < best + best_len; j++) {
+    w = e[j].w;
+    if (!atomic_compare_exchange_strong_explicit(&slot[T_LARGE][e[j].i], &w, 0, memory_order_acquire, memory_order_relaxed))
+      break;
+    has_clear(T_LARGE, w_key(w), e[j].i);
+    atomic_fetch_sub_explicit(&stashed_bytes[T_LARGE], pg_bytes(w_page(w)), memory_order_relaxed);
+    segment_large_merge(pg, w_page(w));
+  }
+  if (pg->slice_count >= k) return take_split(pg, k);
+  if (!page_stash_put(pg)) segment_page_free(pg);
+  return NULL;
+}
+
+/* Misses in a row whose candidates were mostly not resident (at most
+ * COLD_MAX), and a tick: after f of them only one miss in 2^f probes. A
+ * program that writes its large blocks at their ends only (bench_sizemix,
+ * large_mt: candidates 0-16% resident) pays a mincore call on few misses;
+ * one that writes them whole passes every probe and keeps f at 0. Hints
+ * only (relaxed). */
+#define COLD_MAX 6
+static _Atomic(unsigned) cold_misses, miss_tick;
+
+static hak_page_t *take_miss(unsigned k) {
+  unsigned f = atomic_load_explicit(&cold_misses, memory_order_relaxed);
+  if (f && (atomic_fetch_add_explicit(&miss_tick, 1, memory_order_relaxed) & ((1u << f) - 1))) return NULL;
+  unsigned probes = MISS_PROBES;
+  hak_page_t *pg = take_longer(k, &probes);
+  if (!pg) pg = take_merged(k, &probes);
+  if (pg) {
+    if (f) atomic_store_explicit(&cold_misses, 0, memory_order_relaxed);
+  } else if (probes < MISS_PROBES && f < COLD_MAX) {
+    atomic_store_explicit(&cold_misses, f + 1, memory_order_relaxed);
+  }
+  return pg;
+}
+
 /* Claim the best entry of table t for key k (large: the smallest of
  * k..k+k/4 slices whose run has had a block end on the page where this
  * one's last byte (`last` bytes into the run) falls, then those with one
@@ -180,7 +329,7 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last, size_
       }
     }
   found:
-    if (best < 0) return NULL;
+    if (best < 0) break;
     if (atomic_compare_exchange_strong_explicit(&slot[t][best], &bw, 0, memory_order_acquire, memory_order_relaxed)) {
       hak_page_t *pg = w_page(bw);
       has_clear(t, w_key(bw), best);
@@ -190,7 +339,7 @@ static hak_page_t *take(unsigned t, unsigned k, unsigned cls, size_t last, size_
       return pg;
     }
   }
-  return NULL;
+  return t == T_LARGE ? take_miss(k) : NULL;
 }
 
 hak_page_t *page_stash_take(unsigned n, size_t last, size_t last2) {

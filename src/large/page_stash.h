@@ -15,7 +15,9 @@ HAK_INLINE uint16_t page_end_bit(unsigned n, size_t last) {
   return d < 16 ? (uint16_t)(1u << d) : 0;
 }
 /* A stashed page of n..n+n/4 slices, re-initialised for a large block, now
- * the caller's; NULL if none. `last`: where the block's last byte will be,
+ * the caller's; if none, the first n slices of a longer stashed run or of
+ * stashed runs side by side, joined, when those are mostly resident (the
+ * rest stays stashed); NULL if none. `last`: where the block's last byte will be,
  * in bytes from the run's start, and `last2` where it would be if moved up
  * to the next 4 KiB page (SIZE_MAX: it cannot be): a run whose blocks ended
  * on either OS page before is preferred. */

@@ -185,6 +185,21 @@ void os_populate(void *p, size_t size) {
   if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MADVISE_FAIL);
 }
 
+size_t os_resident(const void *p, size_t size) {
+  need_page_aligned("mincore", p, size);
+  unsigned char v[256];
+  size_t ps = os_page_size(), n = 0;
+  int saved = errno;
+  for (size_t off = 0; off < size;) {
+    size_t len = size - off < sizeof v * ps ? size - off : sizeof v * ps;
+    if (mincore((void *)((const uint8_t *)p + off), len, v) != 0) break;
+    for (size_t i = 0; i < len / ps; i++) n += v[i] & 1;
+    off += len;
+  }
+  errno = saved;
+  return n * ps;
+}
+
 bool os_guard(void *p, size_t size, bool guard) {
   need_page_aligned("mprotect", p, size);
   int saved = errno;

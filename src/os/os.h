@@ -18,6 +18,7 @@ void  *os_map_aligned_unaccounted(size_t size, size_t align, bool try_plain) HAK
 void   os_unmap_unaccounted(void *p, size_t size) HAK_HIDDEN;
 void   os_purge(void *p, size_t size) HAK_HIDDEN;         /* drop contents, keep mapping */
 void   os_populate(void *p, size_t size) HAK_HIDDEN;      /* make resident now (a hint: may do nothing) */
+size_t os_resident(const void *p, size_t size) HAK_HIDDEN; /* bytes of the range resident (mincore; 0 if it fails) */
 bool   os_remap_inplace(void *p, size_t old_size, size_t new_size) HAK_HIDDEN;
 bool   os_remap_to(void *p, size_t old_size, void *dest, size_t new_size) HAK_HIDDEN; /* move, no copy */
 size_t os_page_size(void) HAK_HIDDEN;

@@ -27,7 +27,18 @@
  * caller's inside its realloc. Shrinking gives the tail slices back as a
  * page of their own, through the shard's returned stack (no lock, as any
  * page freed by another thread), and closes a guard at the new end; the old
- * end's guard stays with its slice, as a freed page's does. */
+ * end's guard stays with its slice, as a freed page's does.
+ *
+ * Splitting and joining parked runs (segment_large_split, _merge): the page
+ * stash (large/page_stash.c) hands a block the start of a longer stashed
+ * run, or runs stashed side by side joined, rather than cut fresh slices
+ * (its take_miss has the why). The runs are parked (segment.c,
+ * segment_page_park) and claimed from the stash, so the caller holds them
+ * all and no lock is needed: their slices are out of the free mask, and
+ * only slice_page and the records change (the slice map reads "large" for
+ * every slice of them). Secure build: the guards stay on their slices; the
+ * unpark of the run handed out opens those inside it, and large_alloc
+ * closes one at its new end (segment_large_guard). */
 #include "segment/segment.h"
 #include "segment/shard.h"
 #include "os/os.h"
@@ -123,3 +134,33 @@ bool segment_large_resize(hak_page_t *pg, unsigned n) {
   }
   return run_grow(pg, n);
 }
+
+hak_page_t *segment_large_split(hak_page_t *pg, unsigned n) {
+  hak_segment_t *s = segment_of(pg);
+  unsigned first = pg->first_slice, old = pg->slice_count, j = first + n;
+  hak_page_t *t = &s->pages[j];
+  memset(t, 0, offsetof(hak_page_t, anext)); /* a stale abandoned entry may point here (page_init) */
+  t->start = t->bump = (uint8_t *)s + ((size_t)j << HAK_SLICE_SHIFT);
+  t->end = (uint8_t *)s + ((size_t)(first + old) << HAK_SLICE_SHIFT);
+  t->bsize = (uint32_t)(t->end - t->start);
+  t->capacity = 1;
+  t->cls = HAK_CLASS_NONE;
+  t->slice_count = (uint8_t)(old - n);
+  t->first_slice = j;
+  t->ends = pg->ends; /* the run's end stays the tail's */
+  t->state = HAK_PAGE_FREE; /* parked (segment.c, segment_page_park) */
+  for (unsigned i = j; i < first + old; i++) s->slice_page[i] = t;
+  pg->slice_count = (uint8_t)n;
+  pg->end = t->start;
+  pg->ends = 0; /* relative to the run's end, which moved */
+  return t;
+}
+
+void segment_large_merge(hak_page_t *lo, hak_page_t *hi) {
+  hak_segment_t *s = segment_of(lo);
+  for (unsigned i = hi->first_slice; i < hi->first_slice + hi->slice_count; i++) s->slice_page[i] = lo;
+  lo->slice_count = (uint8_t)(lo->slice_count + hi->slice_count);
+  lo->end = hi->end;
+  lo->ends = hi->ends; /* the merged run ends where hi's did */
+}
+

@@ -75,6 +75,14 @@ void segment_large_guard(hak_page_t *page) HAK_HIDDEN;
  * going back to the segment. Its slice_count and end follow (the caller
  * sets bsize); secure build: the guard is at the new end. */
 bool segment_large_resize(hak_page_t *pg, unsigned n) HAK_HIDDEN;
+/* Parked large pages (segment_page_park) the caller holds, claimed from the
+ * page stash (large/page_stash.c), no lock: pg cut to its first n slices,
+ * the rest a parked page of its own (returned, its record at slice
+ * first + n); and hi, whose run starts where lo's ends, joined to lo (hi's
+ * record is then unused). The slice map reads "large" for all of them
+ * either way; only slice_page and the records change. */
+hak_page_t *segment_large_split(hak_page_t *pg, unsigned n) HAK_HIDDEN;
+void segment_large_merge(hak_page_t *lo, hak_page_t *hi) HAK_HIDDEN;
 
 /* Threads taking entries off the abandoned stacks (remote/remote.c): while
  * one is, it may read any page record it found there, so no segment is
