@@ -1,7 +1,8 @@
 /* test_refill_carve - a refill takes a page's freed blocks before it carves
  * new ones (heap/heap.c, heap_take): while any block of the page is free, no
  * fresh block is carved (written, made resident). A carve hands out at most
- * 4 KiB of new blocks (at least 4), however many the refill asks for.
+ * 4 KiB of new blocks (8 KiB in classes of 256 B and more; at least 4),
+ * however many the refill asks for.
  *
  * Linked with libhakmem.a, to call the refill (heap_take) and the flush
  * (heap_return_blocks) of the thread's own heap directly.  For several
@@ -9,7 +10,8 @@
  * the page has free (those, and in the secure build the extra blocks its
  * shuffled carve left there): the refill must hand out exactly the free
  * blocks, and the page's uncarved end must not move.  A second refill, with
- * nothing free, carves: at most max(4096 / size, 4) blocks.  And across
+ * nothing free, carves: at most max(4096 / size, 4) blocks (8192 / size
+ * for blocks of 256 B and more).  And across
  * pages: while another page of the class has freed blocks, the current
  * page's uncarved end does not move (other_page_first).
  *
@@ -130,7 +132,9 @@ int main(void)
         unsigned m = heap_take(h, cls, c, MORE, NULL, true); /* nothing free now: carves */
         CHECK(m >= 1 && p->bump > bump, "class of %zu B: with nothing free the refill did not carve (%u blocks)",
               sizes[s], m);
-        size_t bsize = hak_class_size[cls], step = 4096 / bsize > 4 ? 4096 / bsize : 4;
+        /* carve.h: CARVE_BYTES, CARVE_BYTES_BIG from CARVE_BIG_MIN, CARVE_MIN */
+        size_t bsize = hak_class_size[cls], bytes = bsize >= 256 ? 8192 : 4096;
+        size_t step = bytes / bsize > 4 ? bytes / bsize : 4;
         CHECK(m <= step && (size_t)(p->bump - bump) <= step * bsize,
               "class of %zu B: a refill for %u with nothing free carved %u blocks (%td bytes), more than %zu",
               sizes[s], MORE, m, p->bump - bump, step);

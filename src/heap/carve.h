@@ -91,12 +91,22 @@ static bool block_of_page(const hak_page_t *p, const void *b) {
  * step by which a class's resident memory grows, whatever the class needs.
  * A refill that carved half a cache (up to 16 KiB) overshot by about half
  * of that in each class: bench_prodcons, whose 32 classes creep up with the
- * ring's depth, held ~140 KiB more than its blocks in flight explain. */
-#define CARVE_BYTES 4096
-#define CARVE_MIN   4
+ * ring's depth, held ~140 KiB more than its blocks in flight explain.
+ * Classes of 256 B and more carve CARVE_BYTES_BIG (8 KiB): at 4 KiB their
+ * refills got 16 or 8 blocks each, and bench_stress's threads, which keep
+ * their 256 B and 512 B blocks until they exit, refilled those two classes
+ * ~15k times a run of ~24k refills (HAKMEM_STATS=1), each one the heap's
+ * lock, a cold event and a look at peers (about 18k refills with 8 KiB).
+ * bench_prodcons 1 3000000 kept its peak RSS at 8 KiB (0.998 of before,
+ * 41 pairs); at 16 KiB it rose 1.0% (p = 0.006). */
+#define CARVE_BYTES     4096
+#define CARVE_BYTES_BIG 8192
+#define CARVE_BIG_MIN   256 /* block size from which a carve takes CARVE_BYTES_BIG */
+#define CARVE_MIN       4
 
 /* Up to max blocks of p: its freed blocks first; only when it has none, and
- * `carve` allows, new ones from its uncarved end (CARVE_BYTES' worth). */
+ * `carve` allows, new ones from its uncarved end (CARVE_BYTES' worth, or
+ * CARVE_BYTES_BIG's). */
 static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
   unsigned n = 0;
   void *b = p->free;
@@ -121,7 +131,8 @@ static unsigned page_take(hak_page_t *p, void **out, unsigned max, bool carve) {
   if (n == 0 && carve && p->bump < p->end) {
     size_t left = (size_t)(p->end - p->bump) / p->bsize;
     unsigned k = max - n < left ? max - n : (unsigned)left;
-    unsigned step = CARVE_BYTES / p->bsize > CARVE_MIN ? (unsigned)(CARVE_BYTES / p->bsize) : CARVE_MIN;
+    size_t bytes = p->bsize >= CARVE_BIG_MIN ? CARVE_BYTES_BIG : CARVE_BYTES;
+    unsigned step = bytes / p->bsize > CARVE_MIN ? (unsigned)(bytes / p->bsize) : CARVE_MIN;
     if (k > step) k = step;
     page_carve(p, out + n, k, left);
     n += k;

@@ -276,8 +276,9 @@ uint32_t heap_collect_idle(uint32_t now, int mode) {
  * lie between (test_collect partial, with 40 idle heaps).
  *
  * A refill about to carve (carve: the class's pages are of one slice, its
- * blocks up to 8 KiB, and none of the caller's pages holds a freed block)
- * looks too, at PEERS_PER_CARVE heaps, and may also take a peer's current
+ * blocks up to 8 KiB, and none of the caller's pages holds a freed block;
+ * about one such refill in four: heap.c, PEER_LOOK) looks too, at
+ * PEERS_PER_CARVE heaps, and may also take a peer's current
  * page, with blocks out, if that peer's owner is away: it has not been on a
  * slow path (refill, flush: hak_heap.activity, which the owner counts under
  * its lock) since the previous look by any carving thread (hak_heap.give_seen,

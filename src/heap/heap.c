@@ -265,11 +265,29 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
   return p;
 }
 
+/* Whether this refill of cls, about to carve, looks at peers first
+ * (heap_peer_page_first): the 1st, 5th, 9th... take of the class by the
+ * heap (h->allocates, counted just before), not every one. A look reads
+ * hint words of up to four peers' records, lines their owners write at
+ * every refill and flush; and with every carve looking, a peer counted as
+ * away (no slow path since the last look by any carving thread) was often
+ * only running from its caches between two looks close together, and its
+ * current page moved to the looker. This gate and CARVE_BYTES_BIG
+ * (carve.h) together, against neither, whole-process CPU time of paired
+ * runs: bench_stress 32 10 8 0.993 in the fast build (400 pairs, lower in
+ * 240, sign test p < 0.001) and 0.993 in the standard one (300 pairs, p =
+ * 0.002); bench_xmalloc 2 2 1500 0.96 (31 pairs, p = 0.03). Never looking
+ * on a carve gave stress 0.986 but raised bench_oversub 16 200000 400's
+ * peak RSS by ~9% (31 pairs, p = 0.07), which the looks were added for
+ * (e3f9b01); one in four kept it within the noise. */
+#define PEER_LOOK(h, cls) (((h)->allocates[cls] & 3) == 1)
+
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) {
   heap_lock(h);
   busy_begin(h);
   heap_active(h);
-  if (h->allocates[cls] < UINT8_MAX) h->allocates[cls]++;
+  /* Saturating, but for its low two bits, which go on counting (PEER_LOOK). */
+  h->allocates[cls] = h->allocates[cls] < UINT8_MAX ? h->allocates[cls] + 1 : UINT8_MAX - 3;
   if (atomic_load_explicit(&h->remote_pages, memory_order_relaxed)) heap_collect_remote_held(h);
   /* Freed blocks before new ones: a refill that finds some takes only
    * those, and carves (writes, makes resident) fresh blocks only when no
@@ -305,7 +323,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
     page_unkeep(h, p);
     hak_page_t *g; /* about to carve: an away peer's page with freed blocks first (collect.c) */
     if (!n && grow && !recarving && !p->free && p->bump < p->end && p != fresh && class_slices(cls) == 1 &&
-        (g = heap_peer_page_first(h, cls))) {
+        PEER_LOOK(h, cls) && (g = heap_peer_page_first(h, cls))) {
       fresh = g; /* carved without another look, as a page just cut */
       continue;
     }

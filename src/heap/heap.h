@@ -149,7 +149,7 @@ struct hak_heap {
   _Atomic(uint32_t) busy;               /* owner is changing the page lists (see remote.c) */
   uint32_t    awaiting;                 /* dying: pages whose remote signal has not arrived */
   uint16_t    batch[HAK_NCLASSES];      /* next refill size per class (slow start) */
-  uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating) */
+  uint8_t     allocates[HAK_NCLASSES];  /* refills of the class by this heap (saturating at 252-255; heap.c) */
   uint32_t    kept_pages;               /* empty one-slice pages kept beyond the last of a class (heap.c) */
   /* 1: a refill of the class found no free block on the heap's pages (and
    * borrowed instead, thread.c); 0 again once blocks of the class come back
