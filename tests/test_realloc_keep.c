@@ -1,15 +1,16 @@
-/* test_realloc_keep - the block a realloc moved away from goes into the
- * thread's cache while its class holds fewer than two blocks there (one for
- * classes above 8 KiB), else back to its page (front/api.c, free_moved):
- * the next buffer that grows into the class takes it, without the heap
- * lock's wait on the copy's stores, and the cache holds no more than that.
+/* test_realloc_keep - the block a realloc moved away from is freed as free()
+ * frees it up to 1 KiB (into the thread's cache); a bigger one goes into the
+ * cache while its class holds fewer than two blocks there (one for classes
+ * above 8 KiB), else back to its page (front/api.c, free_moved): the next
+ * buffer that grows into the class takes it, without the heap lock's wait
+ * on the copy's stores, and the cache holds no more than that.
  *
  * Linked with libhakmem.a, to read the caches of the thread's bins. In a
  * thread of its own (a fresh heap), for classes of 64 B - 20 KiB:
  *  1. The class's cache is emptied (its blocks held), three of the held
  *     blocks are filled and moved by realloc to a bigger class: the cache
- *     holds the first (and the second up to 8 KiB), never more, contents
- *     kept in the moved blocks.
+ *     holds all three up to 1 KiB, the first two up to 8 KiB, the first
+ *     above, contents kept in the moved blocks.
  *  2. malloc of the class hands back the cached ones, last moved first.
  *  3. Everything freed, the class again: realloc of a block to 0 bytes,
  *     realloc(NULL, n), and a shrink that stays in place, as before.
@@ -32,7 +33,7 @@ static void *held[HELD];
 static void check_class(size_t want) {
   unsigned x = size_class_of(want);
   size_t xs = hak_class_size[x] - HAK_TAIL;
-  unsigned keep = hak_class_size[x] <= 8192 ? 2u : 1u;
+  unsigned keep = hak_class_size[x] <= 1024 ? 3u : hak_class_size[x] <= 8192 ? 2u : 1u;
   hak_bin_t *b = bin_of(&hak_tls, x);
   /* Warm the class (its cache opens and gets a cap), then empty its cache. */
   for (int round = 0; round < 8; round++) {
@@ -45,7 +46,7 @@ static void check_class(size_t want) {
     CHECK((held[n++] = malloc(xs)) != NULL, "malloc(%zu)", xs);
   } while (bin_count(&hak_tls, x) > 0);
   CHECK(n >= 3, "class %zu: only %u blocks held", xs, n);
-  if (!bin_room(b) || hak_config.zero_on_free) { /* no cache to keep them in: nothing to check */
+  if (!bin_room(b) || bin_cap(&hak_tls, x) < 3 || hak_config.zero_on_free) { /* no cache for them: nothing to check */
     for (unsigned i = 0; i < n; i++) free(held[i]);
     return;
   }

@@ -138,27 +138,36 @@ HAK_EXPORT size_t malloc_usable_size(void *p) {
 #endif
 }
 
-/* The old block of a realloc that moved goes into the thread's cache only
- * while its class holds fewer than REALLOC_KEEP(cls) blocks there, else
- * straight back to its page: a growing buffer leaves one block behind in
- * every class it passes through, and caching them all only holds memory
- * (every one through free_block: peak RSS of bench_realloc 2000000 256 64K
- * 19.1 -> 37.6 MB). But the return to the page takes the heap's lock, and
- * the exchange that takes it waits until the copy's stores (kilobytes, into
- * cold lines) have left the store buffer: 16-18% of bench_realloc's CPU
- * samples sat on it. The next buffer to grow into the class takes the
- * cached block, whose lines the copy has just read, instead of popping a
- * cold one from its pending list. Two blocks per class up to 8 KiB, one
- * above (a block of 9-32 KiB holds a page of a few blocks from emptying):
- * bench_realloc 2000000 256 64K, 41 alternating runs, throughput +6.9%
- * (p 3e-5), CPU time 0.957, peak RSS 19.3 -> 19.5 MB; two for every class
- * gave the same time at 19.7 MB, four 23.8 MB. */
+/* The old block of a realloc that moved: a block of up to 1 KiB is freed as
+ * free() frees it, into the thread's cache (whose cap and batched flush
+ * bound it); a bigger one goes into the cache only while its class holds
+ * fewer than REALLOC_KEEP(cls) blocks there, else straight back to its
+ * page: a growing buffer leaves one block behind in every class it passes
+ * through, and caching them all only holds memory (every one through
+ * free_block: peak RSS of bench_realloc 2000000 256 64K 19.1 -> 37.6 MB;
+ * up to 2 KiB 19.7 MB, up to 4 KiB 21.2). But the return to the page takes
+ * the heap's lock, and the exchange that takes it waits until the copy's
+ * stores (kilobytes, into cold lines) have left the store buffer: 16-18% of
+ * bench_realloc's CPU samples sat on it. The next buffer to grow into the
+ * class takes the cached block, whose lines the copy has just read, instead
+ * of popping a cold one from its pending list. Two blocks per class up to
+ * 8 KiB, one above (a block of 9-32 KiB holds a page of a few blocks from
+ * emptying): bench_realloc 2000000 256 64K, 41 alternating runs,
+ * throughput +6.9% (p 3e-5), CPU time 0.957, peak RSS 19.3 -> 19.5 MB; two
+ * for every class gave the same time at 19.7 MB, four 23.8 MB. With the
+ * blocks up to 1 KiB freed as free() does: CPU time 0.94 of that again
+ * (31 runs), peak RSS the same. */
+#define REALLOC_FREE_MAX 1024u
 #define REALLOC_KEEP(cls) (hak_class_size[cls] <= 8192 ? 2u : 1u)
 static void free_moved(void *p) {
   hak_tls_t *t = &hak_tls;
   if (t->state == HAK_THREAD_LIVE && registry_has(p)) {
     unsigned cls = segment_of(p)->slice_cls[slice_index(p)];
     if (cls != HAK_CLASS_NONE && !uheap_class_block(p)) { /* a heap's block: free() sends it home */
+      if (hak_class_size[cls] <= REALLOC_FREE_MAX) {
+        free_block(p);
+        return;
+      }
       /* realloc checked it; a later free of p is a double free */
       if (HAK_UNLIKELY(hak_config.zero_on_free)) zero_on_free_wipe(p, hak_class_size[cls]);
 #if HAK_SECURE
