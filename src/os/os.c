@@ -185,10 +185,15 @@ void os_populate(void *p, size_t size) {
   if (rc != 0) HAK_OS_STAT_INC(HAK_EV_MADVISE_FAIL);
 }
 
+/* mincore reports one byte per page of the kernel's size, which is not
+ * os_page_size() in the simulated-page test builds (HAK_TEST_PAGE_SIZE:
+ * 64 KiB on a 4 KiB kernel): counted in those, the first k bytes of the
+ * vector stood for k pages of 64 KiB, and a range of more than 16 of them
+ * would have overrun v. */
 size_t os_resident(const void *p, size_t size) {
   need_page_aligned("mincore", p, size);
   unsigned char v[256];
-  size_t ps = os_page_size(), n = 0;
+  size_t ps = kernel_page_size(), n = 0;
   int saved = errno;
   for (size_t off = 0; off < size;) {
     size_t len = size - off < sizeof v * ps ? size - off : sizeof v * ps;
