@@ -155,6 +155,12 @@ typedef struct hak_page {
    * while one is set. */
   struct hak_page *anext;
   _Atomic(uint8_t) alisted;
+  /* Blocks at the head of the local free list that the owner's flushes
+   * linked there last (heap/heap.c, heap_return_blocks), valid while the
+   * list's head is still hot_head: a refill walks those into the cache
+   * (heap_take) instead of handing the list over as a pending list. Owner
+   * only; a hint: a stale value costs time, never a block. */
+  uint8_t   hot_n;
   /* Large page: the 4 KiB pages of its run's last slice where a block's
    * last byte has been (bit d: d pages before the run's last one), so the
    * page stash can hand the run to a block whose end falls on a page
@@ -162,6 +168,8 @@ typedef struct hak_page {
    * segment_page_reinit (the run is the same), cleared when the run's end
    * moves (segment/large_run.c). Its holder's alone. */
   uint16_t  ends;
+  uint32_t  hot_tick;      /* with hot_n: the owner's tick (cold events) at that flush */
+  void     *hot_head;      /* with hot_n */
 } hak_page_t;
 
 _Static_assert(sizeof(hak_page_t) <= 128, "page records stay small");

@@ -282,6 +282,10 @@ static hak_page_t *heap_page_new(hak_heap_t *h, unsigned cls) {
  * (e3f9b01); one in four kept it within the noise. */
 #define PEER_LOOK(h, cls) (((h)->allocates[cls] & 3) == 1)
 
+/* How recent (in the heap's cold events: refills and flushes of all its
+ * classes) a flush must be for heap_take to walk what it linked. */
+#define HOT_TICKS 32
+
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) {
   heap_lock(h);
   busy_begin(h);
@@ -326,6 +330,44 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
         PEER_LOOK(h, cls) && (g = heap_peer_page_first(h, cls))) {
       fresh = g; /* carved without another look, as a page just cut */
       continue;
+    }
+    if (pend && p->free && p->free == p->hot_head && p->hot_n && h->tick - p->hot_tick <= HOT_TICKS) {
+      /* Hot: the head of the list is blocks this thread's flushes linked
+       * there last (heap_return_blocks), at most HOT_TICKS cold events of
+       * the heap ago (a thread given a recycled heap starts its tick again,
+       * and a list left longer may have gone cold). Their lines are in this
+       * core's cache, so walking them into the cache costs a few
+       * instructions a block, where a pending list costs a call to
+       * alloc_bin_slow for each malloc. A program that builds batches of
+       * small blocks larger than its caches and frees them (1000 strings of
+       * 2-65 bytes: ~250 blocks of each of 4 classes, caches of 128) sends
+       * half of each class through a flush and a refill every batch; with
+       * the walk, 0.990 of the CPU time (201 paired runs, sign test p =
+       * 0.001). All of the hot blocks, up to the cache's cap rather than
+       * max (out is the empty cache when pend is given): the pending list
+       * took them all at once, and a walk of half a cache left the rest for
+       * a second refill, the blocks it walked still cached when the frees
+       * came (one flush more a batch). */
+      unsigned room = heap_area(h, cls)->cap - n, want = room < p->hot_n ? room : p->hot_n;
+      /* Stored from the top down, so that malloc (which pops the top)
+       * hands the blocks out in the list's order, the last freed first, as
+       * the pending list's pops would. */
+      void **e = out + n, **o = e + want, *b = p->free;
+      hak_fl_walk_t w = fl_walk(p);
+      do { /* page_take's walk, without its carve and its zero-on-free cut (no cache then) */
+        *--o = b;
+        b = fl_next(&w, b);
+        LIST_CHECK_NEXT("page free list (refill)", p, b);
+      } while (b && o > e);
+      unsigned got = (unsigned)(out + n + want - o);
+      if (o > e) memmove(e, o, got * sizeof(void *)); /* the list was shorter than its hint */
+      p->free = b;
+      p->used += got;
+      n += got;
+      p->hot_n = b ? (uint8_t)(p->hot_n - got) : 0;
+      p->hot_head = b;
+      if (!page_has_free(p)) page_to_full(h, p);
+      break;
     }
     if (pend && p->free) {
       /* Lazy: the list goes to the thread whole (page_detach), beside
@@ -401,15 +443,21 @@ unsigned heap_return_blocks(hak_heap_t *h, void **blocks, unsigned n) {
     if (owner == h) {
       /* Onto the free list in the order single pushes would give: the run's
        * last block on top. */
-      void *last = b;
+      void *last = b, *old = p->free;
       LIST_CHECK_BLOCK("page free list (flush)", p, b);
-      block_set_next(p, b, p->free);
+      block_set_next(p, b, old);
       for (i++; i < n && (next = page_of_after(blocks[i], b, p)) == p; i++, k++) {
         LIST_CHECK_BLOCK("page free list (flush)", p, blocks[i]);
         block_set_next(p, blocks[i], b);
         b = blocks[i];
       }
       page_free_prepended(p, b, last);
+      /* The run just linked is hot (this call wrote every block's link),
+       * and so is the hot run below it, if the list still starts there. */
+      unsigned hot = k + (old && old == p->hot_head ? p->hot_n : 0);
+      p->hot_n = (uint8_t)(hot < UINT8_MAX ? hot : UINT8_MAX);
+      p->hot_head = b;
+      p->hot_tick = h->tick;
       class_wet(h, p->cls);
       p->used -= k;
       if (p->state == HAK_PAGE_FULL) page_to_avail(h, p);
