@@ -54,6 +54,9 @@ static unsigned make_pending_n(hak_heap_t *h, unsigned l, void **out, unsigned w
     CHECK(n > 1, "%u blocks of %u B", n, hak_class_size[l]);
     *out = blk[--n];
     heap_return_blocks(h, blk, n);
+    /* As a list not linked by this thread's last flushes: those heap_take
+     * walks into the cache (test_pending, "hot"). */
+    page_of(blk[0])->hot_n = 0;
     hak_pend_t *q = pend_of(&hak_tls, l);
     unsigned m = heap_take(h, l, blk, want, q, true);
     CHECK(m == 0 && q->head != NULL && q->n == n, "class of %u B: a refill with a pending list gave %u blocks, %u pending "

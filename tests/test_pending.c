@@ -3,6 +3,8 @@
  * pending list, without reading its links; malloc then takes its blocks one
  * per call. The blocks are the page's until handed out (counted as used), so
  * they must come back:
+ *   - hot:     blocks this thread just flushed onto the page are walked
+ *              into the cache by the next refill (heap_take), none pending;
  *   - refill:  K blocks of one page (and whatever else of it the cache
  *              held) back on its free list; the next malloc takes one of
  *              them and leaves the others pending, the page's free list
@@ -68,6 +70,14 @@ static hak_page_t *blocks_on_page(void) {
     return p;
 }
 
+/* The list as one not linked by this thread's last flushes (older, or
+ * another thread's): a refill hands such a list over as a pending list. */
+static hak_page_t *blocks_on_page_cold(void) {
+    hak_page_t *p = blocks_on_page();
+    p->hot_n = 0;
+    return p;
+}
+
 /* p heads its class's list of pages with blocks to hand out. */
 static int h_page_current(const hak_page_t *p) { return hak_tls.heap->avail[cls].head == p; }
 
@@ -93,9 +103,36 @@ static void *refill_pending(hak_page_t *p) {
     return x;
 }
 
+/* hot: the blocks this thread's flush just linked at the head of the list
+ * are walked into the cache (heap/heap.c, heap_take): the next malloc takes
+ * one of them, no list goes pending, the others are cached, in the list's
+ * order (the head first), and no block is carved. */
+static void case_hot(void) {
+    hak_page_t *p = blocks_on_page();
+    uint8_t *bump = p->bump;
+    unsigned used = p->used, hot = p->hot_n;
+    CHECK(hot > 0 && p->hot_head == p->free, "the flush left no hint (%u)", hot);
+    void *head = p->free;
+    void *x = malloc(SIZE);
+    CHECK(x == head, "the walk did not hand out the list's head first");
+    CHECK(pend_of(&hak_tls, cls)->head == NULL, "the refill left a pending list");
+    unsigned c = bin_count(&hak_tls, cls);
+    CHECK(c + 1 <= hot && c + 1 <= nfree, "the refill took %u blocks, the hint said %u", c + 1, hot);
+    CHECK(p->used == used + c + 1, "the page counts %u blocks out, not %u", p->used, used + c + 1);
+    CHECK(p->bump == bump, "the refill carved while freed blocks were there");
+    void *prev = x;
+    for (unsigned i = 0; i < c; i++) {
+        void *y = malloc(SIZE);
+        CHECK(in_list(freel, nfree, y) && y != prev, "malloc %u after the walk: not a block of the list", i);
+        prev = y;
+    }
+    CHECK(bin_count(&hak_tls, cls) == 0, "blocks left in the cache");
+    malloc_trim(0);
+}
+
 static void case_refill(void) {
     void *got[MAXF];
-    hak_page_t *p = blocks_on_page();
+    hak_page_t *p = blocks_on_page_cold();
     got[0] = refill_pending(p);
     for (unsigned i = 1; i < nfree; i++) {
         got[i] = malloc(SIZE);
@@ -109,7 +146,7 @@ static void case_refill(void) {
 }
 
 static void case_trim(void) {
-    hak_page_t *p = blocks_on_page();
+    hak_page_t *p = blocks_on_page_cold();
     unsigned used = p->used;
     void *x = refill_pending(p);
     malloc_trim(0);
@@ -123,7 +160,7 @@ static unsigned exit_pending, exit_want;
 
 static void *exit_thread(void *arg) {
     (void)arg;
-    exit_page = blocks_on_page();
+    exit_page = blocks_on_page_cold();
     void *x = refill_pending(exit_page);
     exit_pending = (*pend_of(&hak_tls, cls)).n;
     exit_want = nfree - 1;
@@ -156,7 +193,7 @@ static void fork_child(void *x) {
 }
 
 static void case_fork(void) {
-    hak_page_t *p = blocks_on_page();
+    hak_page_t *p = blocks_on_page_cold();
     void *x = refill_pending(p);
     char err[512];
     int st = ht_run_captured(fork_child, x, err, sizeof err, NULL, 0);
@@ -173,7 +210,7 @@ static void *free_some(void *arg) {
 
 static void case_remote(void) {
     void *got[MAXF];
-    hak_page_t *p = blocks_on_page();
+    hak_page_t *p = blocks_on_page_cold();
     got[0] = refill_pending(p);
     for (unsigned i = 1; i < nfree; i++) got[i] = malloc(SIZE); /* the pending list, emptied */
     CHECK(p->free == NULL && pend_of(&hak_tls, cls)->head == NULL, "blocks left on the page or pending");
@@ -208,7 +245,7 @@ static void double_child(void *victim) {
 /* x freed, flushed to its page, taken into a pending list by a refill (not
  * its head), then freed again: the free must see it there. */
 static void case_double(void) {
-    hak_page_t *p = blocks_on_page();
+    hak_page_t *p = blocks_on_page_cold();
     void *x = refill_pending(p);
     void *victim = (*pend_of(&hak_tls, cls)).head; /* the next block to go out: freed, never handed out since */
     char buf[512];
@@ -225,6 +262,7 @@ int main(void) {
     free(malloc(SIZE)); /* the thread's heap exists from here on */
     CHECK(hak_tls.state == HAK_THREAD_LIVE, "no thread heap");
     cls = size_class_of(SIZE + HAK_TAIL); /* the secure build's blocks hold a tail */
+    case_hot();
     case_refill();
     case_trim();
     case_exit();
@@ -233,7 +271,7 @@ int main(void) {
 #if HAK_CHECKS && !HAK_SECURE
     case_double();
 #endif
-    printf("test_pending: OK: a refill took a page's %u or more free blocks as a pending list without carving, malloc "
+    printf("test_pending: OK: a list this thread had just flushed was walked into the cache; a refill took a page's %u or more free blocks as a pending list without carving, malloc "
            "handed them out; malloc_trim, thread exit and a fork handled the list; a list of remote frees just taken "
            "went pending too%s\n",
            K, HAK_CHECKS && !HAK_SECURE ? "; a double free of a pending block was reported" : "");
