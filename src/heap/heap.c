@@ -331,7 +331,8 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       fresh = g; /* carved without another look, as a page just cut */
       continue;
     }
-    if (pend && p->free && p->free == p->hot_head && p->hot_n && h->tick - p->hot_tick <= HOT_TICKS) {
+    if (pend && p->free && p->free == p->hot_head && p->hot_n && h->tick - p->hot_tick <= HOT_TICKS &&
+        heap_area(h, cls)->cap > n) {
       /* Hot: the head of the list is blocks this thread's flushes linked
        * there last (heap_return_blocks), at most HOT_TICKS cold events of
        * the heap ago (a thread given a recycled heap starts its tick again,
@@ -348,6 +349,10 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
        * took them all at once, and a walk of half a cache left the rest for
        * a second refill, the blocks it walked still cached when the frees
        * came (one flush more a batch). */
+      /* room >= 1 (the test above): the do-while below stores one block
+       * before it looks, and with no room that store landed below out. The
+       * refill (thread.c) always has room (n < want <= cap / 2); a caller
+       * of a class whose cache is off (cap 0) takes the lazy path below. */
       unsigned room = heap_area(h, cls)->cap - n, want = room < p->hot_n ? room : p->hot_n;
       /* Stored from the top down, so that malloc (which pops the top)
        * hands the blocks out in the list's order, the last freed first, as
@@ -363,6 +368,7 @@ unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pe
       if (o > e) memmove(e, o, got * sizeof(void *)); /* the list was shorter than its hint */
       p->free = b;
       p->used += got;
+      LIST_CHECK_PAGE("page free list (refill)", p); /* what the walk left: carved - used blocks */
       n += got;
       p->hot_n = b ? (uint8_t)(p->hot_n - got) : 0;
       p->hot_head = b;
