@@ -372,7 +372,11 @@ HAK_INLINE bool page_has_free(const hak_page_t *p) { return p->free != NULL || p
 
 /* Blocks taken from pages of heap h, up to max, into out[]; returns how many
  * (0 only when the OS refuses memory). With `pend` (empty), a page's free
- * list goes there whole instead, and the call returns 0 with pend filled. */
+ * list goes there whole instead, and the call returns what it had with pend
+ * filled; but a list whose head is the run this heap's last flush linked
+ * there (heap.c, "Hot") is walked into out[] up to the class's cache cap,
+ * not max: with `pend`, out must be the class's (empty) cache slots, as the
+ * refill passes them (thread.c, heap_refill_alloc). */
 unsigned heap_take(hak_heap_t *h, unsigned cls, void **out, unsigned max, hak_pend_t *pend, bool grow) HAK_HIDDEN;
 /* A pending list's blocks back onto their page; q (h's owner's) is left empty. */
 void heap_return_pending(hak_heap_t *h, hak_pend_t *q) HAK_HIDDEN;
